@@ -1,0 +1,42 @@
+# Every target builds .venv first; the stamp makes it idempotent (re-run only when pyproject changes).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test test-fast bench bench-log bench-broker bench-streams lint clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,dask,postgres,mysql]'
+	touch $(STAMP)
+
+demo: venv
+	$(BIN)/python -m streamkit.demo
+
+test: venv
+	$(BIN)/python -m pytest
+
+test-fast: venv
+	$(BIN)/python -m pytest -m "not slow and not integration"
+
+bench: bench-log bench-broker bench-streams
+
+bench-log: venv
+	$(BIN)/python benchmarks/log_bench.py
+
+bench-broker: venv
+	$(BIN)/python benchmarks/broker_bench.py
+
+bench-streams: venv
+	$(BIN)/python benchmarks/streams_bench.py
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy streamkit
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,3 @@
+from streamkit.cli import main
+
+main()
