@@ -1,0 +1,54 @@
+"""The durable partition log: segments of Kafka record batches (v2) stored verbatim."""
+
+from streamkit.log.batch import (
+    BatchHeader,
+    Compression,
+    TimestampType,
+    parse_header,
+    validate_batch,
+)
+from streamkit.log.cleaner import CleanResult, LogCleaner, clean
+from streamkit.log.config import TOPIC_CONFIGS, LogConfig
+from streamkit.log.errors import (
+    ConfigError,
+    CorruptBatchError,
+    InvalidBatchError,
+    LogError,
+    OffsetOutOfRangeError,
+    UnsupportedCompressionError,
+)
+from streamkit.log.partition import AppendResult, PartitionLog, wall_clock_ms
+from streamkit.log.records import (
+    ControlType,
+    Record,
+    build_batch,
+    build_control_batch,
+    decode_batch,
+)
+
+__all__ = [
+    "TOPIC_CONFIGS",
+    "AppendResult",
+    "BatchHeader",
+    "CleanResult",
+    "Compression",
+    "ConfigError",
+    "ControlType",
+    "CorruptBatchError",
+    "InvalidBatchError",
+    "LogCleaner",
+    "LogConfig",
+    "LogError",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+    "Record",
+    "TimestampType",
+    "UnsupportedCompressionError",
+    "build_batch",
+    "build_control_batch",
+    "clean",
+    "decode_batch",
+    "parse_header",
+    "validate_batch",
+    "wall_clock_ms",
+]

@@ -1,0 +1,53 @@
+"""Errors raised by the partition log.
+
+The broker maps each of these to one Kafka error code (see ``streamkit.broker.errors``);
+the log itself knows nothing of the wire.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BatchTooLargeError",
+    "ConfigError",
+    "CorruptBatchError",
+    "InvalidBatchError",
+    "LogError",
+    "OffsetOutOfRangeError",
+    "UnsupportedCompressionError",
+]
+
+
+class LogError(Exception):
+    """Base class for partition-log errors."""
+
+
+class CorruptBatchError(LogError):
+    """A record batch failed framing or CRC-32C validation (Kafka: CORRUPT_MESSAGE)."""
+
+
+class InvalidBatchError(LogError):
+    """A well-framed batch that the log refuses: wrong magic, bad counts (Kafka: INVALID_RECORD)."""
+
+
+class BatchTooLargeError(InvalidBatchError):
+    """A batch larger than max.message.bytes (Kafka: MESSAGE_TOO_LARGE)."""
+
+
+class UnsupportedCompressionError(LogError):
+    """A compression codec id outside none/gzip/snappy/lz4/zstd."""
+
+
+class OffsetOutOfRangeError(LogError):
+    """A read below the log start offset or above the log end offset."""
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(
+            f"offset {offset} is out of range [{log_start_offset}, {log_end_offset}]"
+        )
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class ConfigError(LogError):
+    """A topic/log configuration value that is unknown or out of range."""
