@@ -1,0 +1,343 @@
+"""Broker settings under Kafka's names (server.properties), with Kafka's defaults.
+
+Sources, later wins: defaults, a ``server.properties``-style file (``key=value`` lines, ``#``
+comments), then ``--set key=value`` overrides. Broker-wide topic defaults use Kafka's
+``log.*`` synonyms (``log.retention.ms``, ``log.segment.bytes``, ``log.flush.interval.messages``,
+``message.max.bytes``...) and become the ``LogConfig`` every topic starts from; the
+``.hours``/``.minutes`` variants Kafka accepts are converted to milliseconds.
+
+So that a Kafka ``server.properties`` (ZooKeeper or KRaft) can be reused as it is:
+
+- ``listeners`` (its one PLAINTEXT client listener) gives the bind host and port,
+  ``advertised.listeners`` the host and port put in metadata, ``log.dirs`` (or ``log.dir``)
+  the data directory; ``--host``, ``--port`` and ``--data-dir`` on the command line win.
+- Kafka broker settings with no meaning for a single-node, plaintext broker (threads,
+  ZooKeeper, KRaft controller, replication, TLS/SASL, ...: ``KAFKA_IGNORED``) are logged
+  in one warning line and ignored.
+- Any other name is an error: most likely a typo, which silently ignoring would hide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamkit.log.config import BROKER_SYNONYMS, ConfigDef, LogConfig, parse_value, render_value
+from streamkit.log.errors import ConfigError
+
+__all__ = ["BROKER_CONFIGS", "KAFKA_IGNORED", "KAFKA_IGNORED_PREFIXES", "BrokerConfig", "read_properties"]
+
+log = logging.getLogger(__name__)
+
+
+def _at_least(lo: float) -> Any:
+    return lambda v: v >= lo
+
+
+BROKER_CONFIGS: tuple[ConfigDef, ...] = (
+    ConfigDef("node.id", "node_id", "int", 0, None, "this broker's id in metadata", _at_least(0)),
+    ConfigDef("listeners", "listeners", "string", "", None,
+              "NAME://host:port to bind (one PLAINTEXT listener; --host/--port win)"),
+    ConfigDef("advertised.listeners", "advertised_listeners", "string", "", None,
+              "NAME://host:port clients are told to connect to (default: the bound address)"),
+    ConfigDef("log.dirs", "log_dirs", "string", "", None,
+              "the data directory (one; --data-dir wins; default data/broker)"),
+    ConfigDef("advertised.host.name", "advertised_host", "string", "", None,
+              "host name clients are told to connect to (default: the bind host)"),
+    ConfigDef("advertised.port", "advertised_port", "int", 0, None,
+              "port clients are told to connect to (default: the bound port)", _at_least(0)),
+    ConfigDef("num.partitions", "num_partitions", "int", 1, None,
+              "partitions of an auto-created topic", _at_least(1)),
+    ConfigDef("default.replication.factor", "default_replication_factor", "int", 1, None,
+              "replication factor of an auto-created topic (only 1 is supported)", _at_least(1)),
+    ConfigDef("auto.create.topics.enable", "auto_create_topics_enable", "boolean", True, None,
+              "create a topic when a client asks for its metadata"),
+    ConfigDef("delete.topic.enable", "delete_topic_enable", "boolean", True, None,
+              "allow DeleteTopics"),
+    ConfigDef("socket.request.max.bytes", "socket_request_max_bytes", "int", 104857600, None,
+              "the largest request frame; larger ones close the connection", _at_least(64)),
+    ConfigDef("queued.max.request.bytes", "queued_max_request_bytes", "long", 524288000, None,
+              "bytes all connections together may hold in requests not yet answered; when "
+              "reached the broker stops reading sockets until memory frees (-1: unbounded)",
+              lambda v: v == -1 or v >= 1),
+    ConfigDef("fetch.max.bytes", "fetch_max_bytes", "int", 57671680, None,
+              "upper bound on the bytes one Fetch response returns", _at_least(1024)),
+    ConfigDef("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms", "int", 3000,
+              None, "how long the first rebalance of an empty group waits for more members",
+              _at_least(0)),
+    ConfigDef("group.min.session.timeout.ms", "group_min_session_timeout_ms", "int", 6000, None,
+              "smallest session.timeout.ms a consumer may ask for", _at_least(1)),
+    ConfigDef("group.max.session.timeout.ms", "group_max_session_timeout_ms", "int", 1800000,
+              None, "largest session.timeout.ms a consumer may ask for", _at_least(1)),
+    ConfigDef("group.max.size", "group_max_size", "int", 2147483647, None,
+              "most members one consumer group may have", _at_least(1)),
+    ConfigDef("offsets.topic.num.partitions", "offsets_topic_num_partitions", "int", 50, None,
+              "partitions of __consumer_offsets (fixed once created)", _at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", "int", 104857600,
+              None, "segment size of __consumer_offsets", _at_least(1024)),
+    ConfigDef("offset.metadata.max.bytes", "offset_metadata_max_bytes", "int", 4096, None,
+              "largest metadata string of a committed offset", _at_least(0)),
+    ConfigDef("log.retention.check.interval.ms", "log_retention_check_interval_ms", "long",
+              300000, None, "how often retention runs", _at_least(1)),
+    ConfigDef("log.flush.scheduler.interval.ms", "log_flush_scheduler_interval_ms", "long", 1000,
+              None, "how often flush.ms deadlines are checked", _at_least(1)),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", "log_flush_offset_checkpoint_interval_ms",
+              "int", 60000, None, "how often recovery points are written", _at_least(0)),
+    ConfigDef("log.cleaner.enable", "log_cleaner_enable", "boolean", True, None,
+              "run the compaction cleaner"),
+    ConfigDef("log.cleaner.backoff.ms", "log_cleaner_backoff_ms", "long", 15000, None,
+              "pause between compaction passes", _at_least(0)),
+    ConfigDef("producer.id.expiration.ms", "producer_id_expiration_ms", "int", 86400000, None,
+              "how long a partition keeps an idempotent producer's state after its last batch",
+              _at_least(1)),
+    ConfigDef("producer.id.expiration.check.interval.ms", "producer_id_expiration_check_interval_ms",
+              "int", 600000, None, "how often expired producer state is removed", _at_least(1)),
+)
+
+# Kafka broker settings that have no meaning here: a single node (no replication, no
+# ZooKeeper or KRaft quorum), plaintext only, asyncio instead of thread pools, no quotas or
+# ACLs, and topic defaults streamkit does not implement. A server.properties carrying them
+# still starts the broker; each is named in one warning.
+KAFKA_IGNORED: frozenset[str] = frozenset({
+    # threads and sockets
+    "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
+    "num.replica.alter.log.dirs.threads", "background.threads", "queued.max.requests",
+    "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "socket.listen.backlog.size",
+    "connections.max.idle.ms", "connections.max.reauth.ms", "max.connections",
+    "max.connections.per.ip", "max.connections.per.ip.overrides", "max.connection.creation.rate",
+    "request.timeout.ms", "connection.failed.authentication.delay.ms",
+    # KRaft / ZooKeeper roles and listeners
+    "process.roles", "inter.broker.listener.name", "listener.security.protocol.map",
+    "early.start.listeners", "initial.broker.registration.timeout.ms", "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms", "broker.id.generation.enable", "reserved.broker.max.id", "broker.rack",
+    "inter.broker.protocol.version", "log.message.format.version", "eligible.leader.replicas.enable",
+    "auto.leader.rebalance.enable", "unclean.leader.election.enable", "min.insync.replicas",
+    "node.id.generation.enable",
+    # internal topics' replication and the transaction / share coordinators
+    "offsets.topic.replication.factor", "offsets.topic.compression.codec", "offsets.commit.required.acks",
+    "offsets.commit.timeout.ms", "offsets.load.buffer.size", "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "transaction.state.log.num.partitions",
+    "transaction.state.log.segment.bytes", "transaction.state.log.load.buffer.size",
+    "transaction.max.timeout.ms", "transactional.id.expiration.ms",
+    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+    "group.coordinator.rebalance.protocols", "group.coordinator.threads",
+    # purgatories, fetch sessions, topic defaults not implemented here
+    "fetch.purgatory.purge.interval.requests", "producer.purgatory.purge.interval.requests",
+    "delete.records.purgatory.purge.interval.requests", "max.incremental.fetch.session.cache.slots",
+    "compression.type", "log.preallocate", "log.index.size.max.bytes", "log.roll.jitter.ms",
+    "log.roll.jitter.hours", "log.segment.delete.delay.ms", "log.message.downconversion.enable",
+    "log.message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.max.bytes.per.second", "log.cleaner.max.compaction.lag.ms",
+    "log.dir.failure.timeout.ms", "log.local.retention.ms", "log.local.retention.bytes",
+    "log.flush.start.offset.checkpoint.interval.ms",
+    # security, quotas, metrics, plugins
+    "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+    "principal.builder.class", "security.inter.broker.protocol", "client.quota.callback.class",
+    "create.topic.policy.class.name", "alter.config.policy.class.name", "config.providers",
+    "metric.reporters", "auto.include.jmx.reporter",
+})
+KAFKA_IGNORED_PREFIXES: tuple[str, ...] = (
+    "zookeeper.", "controller.", "metadata.", "replica.", "remote.log.", "ssl.", "sasl.",
+    "listener.name.", "controlled.shutdown.", "leader.imbalance.", "quota.", "delegation.token.",
+    "password.encoder.", "metrics.", "kafka.metrics.", "share.", "group.share.", "group.consumer.",
+    "transaction.", "unstable.",
+)
+_BY_NAME = {d.name: d for d in BROKER_CONFIGS}
+_BROKER_ALIASES = {"broker.id": "node.id", "log.dir": "log.dirs"}
+_PLAINTEXT = "PLAINTEXT"
+_TIME_UNITS = {".hours": 3_600_000, ".minutes": 60_000}
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Parse a server.properties file: ``key=value`` (or ``key: value``) lines, # comments."""
+    out: dict[str, str] = {}
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {line!r}")
+        out[line[:sep].strip()] = line[sep + 1 :].strip()
+    return out
+
+
+def _normalise(name: str, raw: Any) -> tuple[str, Any]:
+    """Map log.retention.hours style names onto their .ms twin."""
+    for suffix, factor in _TIME_UNITS.items():
+        if name.endswith(suffix):
+            ms_name = name[: -len(suffix)] + ".ms"
+            if ms_name in BROKER_SYNONYMS:
+                try:
+                    return ms_name, int(raw) * factor
+                except ValueError:
+                    raise ConfigError(f"invalid value {raw!r} for {name}: expected long") from None
+    if name == "log.roll.hours":
+        return "log.roll.ms", int(raw) * 3_600_000
+    return _BROKER_ALIASES.get(name, name), raw
+
+
+def _is_ignored(name: str) -> bool:
+    return name in KAFKA_IGNORED or name.startswith(KAFKA_IGNORED_PREFIXES)
+
+
+def _unknown(name: str) -> ConfigError:
+    known = [*_BY_NAME, *BROKER_SYNONYMS, *_BROKER_ALIASES]
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return ConfigError(f"unknown broker config {name!r}{hint}")
+
+
+def _parse_listeners(text: str, setting: str, protocols: Mapping[str, str],
+                     controllers: set[str]) -> dict[str, tuple[str, int]]:
+    """The client listeners of a Kafka ``listeners`` value, by name: ``NAME://host:port``,
+    an empty host meaning every interface. Controller listeners are left out (a KRaft
+    combined node lists one); a client listener that is not PLAINTEXT is refused."""
+    out: dict[str, tuple[str, int]] = {}
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        name, sep, address = item.partition("://")
+        host, colon, port_text = address.rpartition(":")
+        if not sep or not colon or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+            raise ConfigError(f"invalid {setting} entry {item!r}: expected NAME://host:port")
+        name = name.upper()
+        if name in controllers:
+            continue
+        protocol = protocols.get(name, name)
+        if protocol != _PLAINTEXT:
+            raise ConfigError(f"{setting}: listener {item!r} uses {protocol}; streamkit serves PLAINTEXT only")
+        out[name] = (host.strip("[]"), int(port_text))
+    return out
+
+
+def _protocol_map(settings: Mapping[str, Any]) -> dict[str, str]:
+    raw = str(settings.get("listener.security.protocol.map", ""))
+    pairs = (p.split(":", 1) for p in raw.split(",") if ":" in p)
+    return {k.strip().upper(): v.strip().upper() for k, v in pairs}
+
+
+def _controller_names(settings: Mapping[str, Any]) -> set[str]:
+    raw = str(settings.get("controller.listener.names", "CONTROLLER"))
+    return {n.strip().upper() for n in raw.split(",") if n.strip()}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    node_id: int = 0
+    advertised_host: str = ""
+    advertised_port: int = 0
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics_enable: bool = True
+    delete_topic_enable: bool = True
+    socket_request_max_bytes: int = 104857600
+    queued_max_request_bytes: int = 524288000
+    fetch_max_bytes: int = 57671680
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_max_size: int = 2147483647
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_segment_bytes: int = 104857600
+    offset_metadata_max_bytes: int = 4096
+    log_retention_check_interval_ms: int = 300000
+    log_flush_scheduler_interval_ms: int = 1000
+    log_flush_offset_checkpoint_interval_ms: int = 60000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000
+    producer_id_expiration_ms: int = 86400000
+    producer_id_expiration_check_interval_ms: int = 600000
+    listeners: str = ""
+    advertised_listeners: str = ""
+    log_dirs: str = ""
+    # Resolved from ``listeners`` by from_kafka: where to bind ("" / -1: not configured).
+    listener_host: str = ""
+    listener_port: int = -1
+    topic_defaults: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def data_dir(self) -> Path | None:
+        """The data directory from log.dirs / log.dir, if one was configured."""
+        return Path(self.log_dirs.strip()) if self.log_dirs.strip() else None
+
+    @classmethod
+    def from_kafka(cls, settings: Mapping[str, Any]) -> BrokerConfig:
+        """Build from Kafka-named broker settings. Kafka settings that do not apply here are
+        logged and ignored; any other unknown name raises ConfigError."""
+        settings = {name.strip(): raw for name, raw in settings.items()}
+        broker: dict[str, Any] = {}
+        log_settings: dict[str, Any] = {}
+        ignored: list[str] = []
+        for original, raw in settings.items():
+            if original == "log.dir" and "log.dirs" in settings:
+                continue  # Kafka: log.dirs wins over log.dir
+            name, raw = _normalise(original, raw)
+            if name in BROKER_SYNONYMS:
+                log_settings[name] = raw
+                continue
+            d = _BY_NAME.get(name)
+            if d is None:
+                if not _is_ignored(name):
+                    raise _unknown(name)
+                ignored.append(name)
+                continue
+            broker[d.attr] = parse_value(d, raw)
+        if ignored:
+            log.warning("ignoring Kafka settings that do not apply to streamkit: %s", ", ".join(ignored))
+        config = dataclasses.replace(cls(), **broker)
+        if config.default_replication_factor != 1:
+            raise ConfigError("default.replication.factor must be 1: replication is not supported yet")
+        if "," in config.log_dirs:
+            raise ConfigError(f"log.dirs lists several directories ({config.log_dirs}); streamkit uses one")
+        config = config._with_listeners(_protocol_map(settings), _controller_names(settings), set(settings))
+        return dataclasses.replace(config, topic_defaults=LogConfig.from_kafka(log_settings))
+
+    def _with_listeners(self, protocols: Mapping[str, str], controllers: set[str],
+                        given: set[str]) -> BrokerConfig:
+        """Resolve listeners / advertised.listeners (advertised.host.name and
+        advertised.port, Kafka's older names, win where given)."""
+        out = self
+        bound: dict[str, tuple[str, int]] = {}
+        if self.listeners:
+            bound = _parse_listeners(self.listeners, "listeners", protocols, controllers)
+            if len(bound) != 1:
+                raise ConfigError(f"listeners must have exactly one PLAINTEXT client listener, got {self.listeners!r}")
+            host, port = next(iter(bound.values()))
+            out = dataclasses.replace(out, listener_host=host or "0.0.0.0", listener_port=port)
+        if self.advertised_listeners:
+            told = _parse_listeners(self.advertised_listeners, "advertised.listeners", protocols, controllers)
+            pick = told.get(next(iter(bound))) if bound else None
+            if pick is None:
+                if len(told) != 1:
+                    raise ConfigError("advertised.listeners must name the PLAINTEXT client listener, got "
+                                      f"{self.advertised_listeners!r}")
+                pick = next(iter(told.values()))
+            host, port = pick
+            if not host and "advertised.host.name" not in given:
+                raise ConfigError(f"advertised.listeners needs a host name, got {self.advertised_listeners!r}")
+            if "advertised.host.name" not in given:
+                out = dataclasses.replace(out, advertised_host=host)
+            if "advertised.port" not in given:
+                out = dataclasses.replace(out, advertised_port=port)
+        return out
+
+    def to_kafka(self) -> dict[str, str]:
+        """Every broker setting by Kafka name (topic defaults under their log.* synonyms)."""
+        out = {d.name: render_value(d, getattr(self, d.attr)) for d in BROKER_CONFIGS}
+        topic = self.topic_defaults.to_kafka()
+        for synonym, topic_name in BROKER_SYNONYMS.items():
+            out[synonym] = topic[topic_name]
+        return out

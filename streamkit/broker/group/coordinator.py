@@ -1,0 +1,366 @@
+"""GroupCoordinator: every consumer group of this broker, their committed offsets, and the
+``__consumer_offsets`` topic that makes both survive a restart.
+
+Pure and synchronous: it appends to the internal topic through an injected ``OffsetsStore``
+and returns deliveries for deferred JoinGroup/SyncGroup answers (see ``group.py``). The
+asyncio server owns the futures and the timer that calls ``tick``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kio.schema.errors import ErrorCode
+
+from streamkit.broker.group.group import (
+    Delivery,
+    Group,
+    GroupSettings,
+    JoinRequest,
+    JoinResult,
+    Member,
+    Outcome,
+    SyncResult,
+)
+from streamkit.broker.group.records import (
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    partition_for_group,
+)
+from streamkit.broker.group.state import GroupState
+from streamkit.log.records import Record, build_batch
+
+__all__ = ["CommitRequest", "GroupCoordinator", "GroupDescription", "OffsetsStore"]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TopicPartition = tuple[str, int]
+
+
+class OffsetsStore(Protocol):
+    """Where the coordinator's records go: partitions of ``__consumer_offsets``."""
+
+    def append(self, partition: int, batch: bytes) -> None: ...
+
+    def records(self, partition: int) -> Iterable[Record]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_name: str
+    members: tuple[Member, ...]
+
+
+def _java_length(text: str) -> int:
+    """Java's String.length(): UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+class GroupCoordinator:
+    def __init__(
+        self,
+        settings: GroupSettings,
+        num_partitions: int,
+        store: OffsetsStore,
+        clock: Callable[[], int],
+        metadata_max_bytes: int = 4096,
+    ) -> None:
+        self.settings = settings
+        self.num_partitions = num_partitions
+        self.store = store
+        self.clock = clock
+        self.metadata_max_bytes = metadata_max_bytes
+        self.groups: dict[str, Group] = {}
+        self.offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
+        self._persisted: dict[str, tuple[int, GroupState, tuple[str, ...]]] = {}
+
+    # -- loading -------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Replay ``__consumer_offsets``: latest offsets per group and partition, and each
+        group's last generation (members come back Stable and keep heartbeating)."""
+        now = self.clock()
+        for partition in range(self.num_partitions):
+            for record in self.store.records(partition):
+                if record.key is None:
+                    continue
+                key = decode_key(record.key)
+                if key is None:
+                    continue
+                if len(key) == 3:
+                    group, topic, part = key
+                    if record.value is None:
+                        self.offsets.get(group, {}).pop((topic, part), None)
+                    else:
+                        self.offsets.setdefault(group, {})[(topic, part)] = decode_offset_value(record.value)
+                else:
+                    (group,) = key
+                    if record.value is None:
+                        self.groups.pop(group, None)
+                        self.offsets.pop(group, None)
+                        self._persisted.pop(group, None)
+                    else:
+                        self.groups[group] = self._restore(group, decode_group_value(record.value), now)
+        for group in self.offsets:
+            self.groups.setdefault(group, Group(group, self.settings))
+        log.info("loaded %d groups from %s", len(self.groups), OFFSETS_TOPIC)
+
+    def _restore(self, group_id: str, value: GroupMetadataValue, now_ms: int) -> Group:
+        group = Group(group_id, self.settings, loaded_members=bool(value.members))
+        group.generation_id = value.generation_id
+        group.protocol_type = value.protocol_type or None
+        if value.members:
+            group.protocol_name = value.protocol_name
+            group.leader_id = value.leader_id
+            for m in value.members:
+                group.members[m.member_id] = Member(
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    session_timeout_ms=m.session_timeout_ms,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    protocol_type=value.protocol_type,
+                    protocols=((value.protocol_name or "", m.subscription),),
+                    last_heartbeat_ms=now_ms,
+                    assignment=m.assignment,
+                )
+                if m.group_instance_id is not None:
+                    group.static_members[m.group_instance_id] = m.member_id
+        self._persisted[group_id] = self._persist_key(group)
+        return group
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def _partition(self, group_id: str) -> int:
+        return partition_for_group(group_id, self.num_partitions)
+
+    @staticmethod
+    def _persist_key(group: Group) -> tuple[int, GroupState, tuple[str, ...]]:
+        # The member ids too: a restarted static member changes its id without a new generation.
+        return group.generation_id, group.state, tuple(group.members)
+
+    def _persist_group(self, group: Group) -> None:
+        """Write the group's metadata when it reaches Stable or Empty in a new generation, or
+        when a static member's new id replaces its old one in a Stable group."""
+        if group.state not in (GroupState.STABLE, GroupState.EMPTY):
+            return
+        key = self._persist_key(group)
+        if self._persisted.get(group.group_id) == key:
+            return
+        proto = group.protocol_name or ""
+        value = GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation_id=group.generation_id,
+            protocol_name=group.protocol_name,
+            leader_id=group.leader_id,
+            state_timestamp=self.clock(),
+            members=tuple(
+                MemberMetadata(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                    m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata(proto), m.assignment,
+                )
+                for m in group.members.values()
+            ),
+        )
+        record = Record(key=encode_group_key(group.group_id), value=encode_group_value(value), timestamp=self.clock())
+        self.store.append(self._partition(group.group_id), build_batch([record]))
+        self._persisted[group.group_id] = key
+
+    def _after(self, group: Group, deliveries: list[Delivery]) -> list[Delivery]:
+        self._persist_group(group)
+        return deliveries
+
+    # -- membership ------------------------------------------------------------------------
+
+    def get(self, group_id: str) -> Group | None:
+        return self.groups.get(group_id)
+
+    def _get_or_create(self, group_id: str) -> Group:
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            group = Group(group_id, self.settings)
+            self.groups[group_id] = group
+        return group
+
+    def join(self, group_id: str, req: JoinRequest) -> Outcome:
+        if not group_id:
+            return Outcome(JoinResult(ErrorCode.invalid_group_id, req.member_id))
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            if req.member_id:  # Kafka creates a group only for a member without an id
+                return Outcome(JoinResult(ErrorCode.unknown_member_id, req.member_id))
+            group = self._get_or_create(group_id)
+        outcome = group.join(req, self.clock())
+        self._after(group, outcome.deliveries)
+        return outcome
+
+    def sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+             assignments: dict[str, bytes]) -> Outcome:
+        group = self.groups.get(group_id)
+        if group is None:
+            return Outcome(SyncResult(ErrorCode.unknown_member_id))
+        outcome = group.sync(member_id, instance_id, generation_id, assignments, self.clock())
+        self._after(group, outcome.deliveries)
+        return outcome
+
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        return group.heartbeat(member_id, instance_id, generation_id, self.clock())
+
+    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode], list[Delivery]]:
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members), []
+        errors, deliveries = [], []
+        for member_id, instance_id in members:
+            error, more = group.leave(member_id, instance_id, self.clock())
+            errors.append(error)
+            deliveries.extend(more)
+        top = errors[0] if len(errors) == 1 else ErrorCode.none
+        return top, errors, self._after(group, deliveries)
+
+    def tick(self) -> list[Delivery]:
+        now = self.clock()
+        deliveries: list[Delivery] = []
+        for group in list(self.groups.values()):
+            deadline = group.next_deadline()
+            if deadline is not None and now >= deadline:
+                deliveries.extend(self._after(group, group.tick(now)))
+        return deliveries
+
+    def next_deadline(self) -> int | None:
+        deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
+        return min(deadlines) if deadlines else None
+
+    # -- offsets -------------------------------------------------------------------------
+
+    def validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+        """Kafka's rules for who may commit (GroupCoordinator.handleCommitOffsets). The empty
+        group id is valid here, as in Kafka (offset commits predate group management)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.none if generation_id < 0 else ErrorCode.illegal_generation
+        if group.state == GroupState.DEAD:
+            return ErrorCode.coordinator_not_available
+        if group.is_static_fenced(member_id, instance_id):
+            return ErrorCode.fenced_instance_id
+        if generation_id < 0 and group.state == GroupState.EMPTY:
+            return ErrorCode.none
+        if not group.has_member(member_id):
+            return ErrorCode.unknown_member_id
+        if generation_id != group.generation_id:
+            return ErrorCode.illegal_generation
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+               offsets: list[CommitRequest]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        error = self.validate_commit(group_id, member_id, instance_id, generation_id)
+        if error != ErrorCode.none:
+            return error, {}
+        group = self._get_or_create(group_id)
+        now = self.clock()
+        if member_id in group.members:
+            group.members[member_id].last_heartbeat_ms = now
+        results: dict[TopicPartition, ErrorCode] = {}
+        records = []
+        accepted: list[tuple[TopicPartition, OffsetCommitValue]] = []
+        for c in offsets:
+            metadata = c.metadata or ""
+            if _java_length(metadata) > self.metadata_max_bytes:  # Kafka: String.length()
+                results[(c.topic, c.partition)] = ErrorCode.offset_metadata_too_large
+                continue
+            value = OffsetCommitValue(c.offset, c.leader_epoch, metadata, now)
+            records.append(Record(key=encode_offset_key(group_id, c.topic, c.partition),
+                                  value=encode_offset_value(value), timestamp=now))
+            accepted.append(((c.topic, c.partition), value))
+            results[(c.topic, c.partition)] = ErrorCode.none
+        if records:
+            self.store.append(self._partition(group_id), build_batch(records))
+            cache = self.offsets.setdefault(group_id, {})
+            for tp, value in accepted:
+                cache[tp] = value
+        return ErrorCode.none, results
+
+    def fetch(self, group_id: str, partitions: list[TopicPartition] | None) -> dict[TopicPartition, OffsetCommitValue | None]:
+        cache = self.offsets.get(group_id, {})
+        if partitions is None:
+            return dict(cache)
+        return {tp: cache.get(tp) for tp in partitions}
+
+    # -- admin ---------------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> GroupDescription:
+        group = self.groups.get(group_id)
+        if group is None:
+            return GroupDescription(group_id, GroupState.DEAD.value, "", "", ())
+        return GroupDescription(
+            group_id, group.state.value, group.protocol_type or "",
+            group.protocol_name or "" if group.state == GroupState.STABLE else "",
+            tuple(group.members.values()),
+        )
+
+    def list_groups(self, states: set[str] | None = None) -> list[tuple[str, str, str]]:
+        out = []
+        for group in self.groups.values():
+            if group.state == GroupState.DEAD:
+                continue
+            if states and group.state.value not in states:
+                continue
+            out.append((group.group_id, group.protocol_type or "", group.state.value))
+        return out
+
+    def delete(self, group_id: str) -> ErrorCode:
+        group = self.groups.get(group_id)
+        if group is None or group.state == GroupState.DEAD:
+            return ErrorCode.group_id_not_found
+        if group.state != GroupState.EMPTY:
+            return ErrorCode.non_empty_group
+        now = self.clock()
+        tombstones = [Record(key=encode_offset_key(group_id, t, p), value=None, timestamp=now)
+                      for (t, p) in self.offsets.get(group_id, {})]
+        tombstones.append(Record(key=encode_group_key(group_id), value=None, timestamp=now))
+        self.store.append(self._partition(group_id), build_batch(tombstones))
+        group.mark_dead()
+        del self.groups[group_id]
+        self.offsets.pop(group_id, None)
+        self._persisted.pop(group_id, None)
+        return ErrorCode.none
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> None:
+        cache = self.offsets.get(group_id, {})
+        now = self.clock()
+        records = [Record(key=encode_offset_key(group_id, t, p), value=None, timestamp=now)
+                   for (t, p) in partitions if (t, p) in cache]
+        if records:
+            self.store.append(self._partition(group_id), build_batch(records))
+        for tp in partitions:
+            cache.pop(tp, None)

@@ -1,0 +1,35 @@
+"""One handler per Kafka API, keyed by api_key."""
+
+from __future__ import annotations
+
+from streamkit.broker.handlers import admin, cluster, data, groups
+from streamkit.broker.handlers.common import Handler
+
+__all__ = ["HANDLERS"]
+
+HANDLERS: dict[int, Handler] = {
+    0: data.produce,
+    1: data.fetch,
+    2: data.list_offsets,
+    3: cluster.metadata,
+    8: groups.offset_commit,
+    9: groups.offset_fetch,
+    10: cluster.find_coordinator,
+    11: groups.join_group,
+    12: groups.heartbeat,
+    13: groups.leave_group,
+    14: groups.sync_group,
+    15: groups.describe_groups,
+    16: groups.list_groups,
+    18: cluster.api_versions,
+    19: admin.create_topics,
+    20: admin.delete_topics,
+    21: data.delete_records,
+    22: cluster.init_producer_id,
+    32: admin.describe_configs,
+    33: admin.alter_configs,
+    37: admin.create_partitions,
+    42: groups.delete_groups,
+    44: admin.incremental_alter_configs,
+    60: cluster.describe_cluster,
+}

@@ -1,0 +1,260 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamkit.broker.codec import Request
+from streamkit.broker.config import BROKER_CONFIGS
+from streamkit.broker.errors import BrokerError, ErrorCode
+from streamkit.broker.handlers.common import Reply, field
+from streamkit.broker.state import BrokerState, ClientInfo
+from streamkit.log.config import BROKER_SYNONYMS, TOPIC_CONFIGS, ConfigDef, LogConfig
+
+__all__ = [
+    "alter_configs",
+    "create_partitions",
+    "create_topics",
+    "delete_topics",
+    "describe_configs",
+    "incremental_alter_configs",
+]
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+# DescribeConfigs config_source values
+_DYNAMIC_TOPIC = 1
+_STATIC_BROKER = 4
+_DEFAULT = 5
+# DescribeConfigs config_type values
+_TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+_TOPIC_SYNONYM = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
+
+
+# -- topics --------------------------------------------------------------------------------
+
+
+def _topic_error(name: str, code: ErrorCode, message: str | None) -> dict[str, Any]:
+    """A CreateTopics result for a topic that was not created: every field of every version
+    (v5+ requires configs, num_partitions, replication_factor and topic_id; Kafka sends -1,
+    -1, null and the zero UUID)."""
+    return {"name": name, "topic_id": None, "error_code": code, "error_message": message,
+            "num_partitions": -1, "replication_factor": -1, "configs": None}
+
+
+def _create_one(state: BrokerState, t: Any, validate_only: bool) -> dict[str, Any]:
+    name = t.name
+    configs = {c.name: c.value for c in t.configs if c.value is not None}
+    partitions = int(t.num_partitions)
+    replication = int(t.replication_factor)
+    if t.assignments:
+        bad = [a for a in t.assignments if list(a.broker_ids) != [state.node_id]]
+        if bad or partitions != -1 or replication != -1:
+            return _topic_error(name, ErrorCode.invalid_replica_assignment,
+                                f"every partition must be assigned to broker {state.node_id} alone")
+        partitions, replication = len(t.assignments), 1
+    if partitions == -1:
+        partitions = state.config.num_partitions
+    if replication == -1:
+        replication = state.config.default_replication_factor
+    try:
+        config = state.topics.check_create(name, partitions, replication, configs)
+        info = None if validate_only else state.topics.create(name, partitions, configs, replication)
+    except BrokerError as exc:
+        return _topic_error(name, exc.error_code, exc.message)
+    overrides = set(configs)
+    return {
+        "name": name,
+        "topic_id": info.topic_id if info else None,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "num_partitions": partitions,
+        "replication_factor": replication,
+        "configs": [{"name": k, "value": v, "read_only": False, "is_sensitive": False,
+                     "config_source": _DYNAMIC_TOPIC if k in overrides else _DEFAULT}
+                    for k, v in config.to_kafka().items()],
+    }
+
+
+async def create_topics(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    validate_only = bool(field(body, "validate_only", False))
+    return {"throttle_time": 0, "topics": [_create_one(state, t, validate_only) for t in body.topics]}
+
+
+def _delete_one(state: BrokerState, name: str | None, topic_id: Any) -> dict[str, Any]:
+    info = state.topics.get(name) if name else (state.topics.by_id(topic_id) if topic_id else None)
+    if info is None:
+        code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
+        return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": None}
+    if not state.config.delete_topic_enable:
+        return {"name": info.name, "topic_id": info.topic_id,
+                "error_code": ErrorCode.topic_deletion_disabled, "error_message": None}
+    if info.internal:
+        return {"name": info.name, "topic_id": info.topic_id, "error_code": ErrorCode.invalid_topic_exception,
+                "error_message": f"internal topic {info.name} cannot be deleted"}
+    state.topics.delete(info.name)
+    for group_id, offsets in list(state.coordinator.offsets.items()):
+        gone = [tp for tp in offsets if tp[0] == info.name]
+        if gone:
+            state.coordinator.delete_offsets(group_id, gone)
+    state.waiters.notify_all()
+    return {"name": info.name, "topic_id": info.topic_id, "error_code": ErrorCode.none, "error_message": None}
+
+
+async def delete_topics(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    topics = field(body, "topics")
+    if topics is not None:  # v6+: by name or id
+        responses = [_delete_one(state, t.name, t.topic_id) for t in topics]
+    else:
+        responses = [_delete_one(state, name, None) for name in body.topic_names]
+    return {"throttle_time": 0, "responses": responses}
+
+
+async def create_partitions(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    results = []
+    for t in body.topics:
+        try:
+            state.topics.add_partitions(t.name, int(t.count), bool(body.validate_only))
+            results.append({"name": t.name, "error_code": ErrorCode.none, "error_message": None})
+        except BrokerError as exc:
+            results.append({"name": t.name, "error_code": exc.error_code, "error_message": exc.message})
+    return {"throttle_time": 0, "results": results}
+
+
+# -- configs -------------------------------------------------------------------------------
+
+
+def _entry(d: ConfigDef, value: str, source: int, synonyms: list[dict[str, Any]], docs: bool) -> dict[str, Any]:
+    return {"name": d.name, "value": value, "read_only": False, "config_source": source,
+            "is_sensitive": False, "synonyms": synonyms, "config_type": _TYPES.get(d.kind, 0),
+            "documentation": d.doc if docs else None}
+
+
+def _describe_topic(state: BrokerState, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
+    info = state.topics.get(name)
+    if info is None:
+        raise BrokerError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+    effective = state.topics.config_for(name).to_kafka()
+    broker_values = state.config.topic_defaults.to_kafka()
+    builtin = LogConfig().to_kafka()
+    out = []
+    for d in TOPIC_CONFIGS:
+        if keys is not None and d.name not in keys:
+            continue
+        if d.name in info.overrides:
+            source = _DYNAMIC_TOPIC
+        elif broker_values[d.name] != builtin[d.name]:
+            source = _STATIC_BROKER
+        else:
+            source = _DEFAULT
+        chain = []
+        if synonyms:
+            if d.name in info.overrides:
+                chain.append({"name": d.name, "value": info.overrides[d.name], "source": _DYNAMIC_TOPIC})
+            if broker_values[d.name] != builtin[d.name] and d.name in _TOPIC_SYNONYM:
+                chain.append({"name": _TOPIC_SYNONYM[d.name], "value": broker_values[d.name], "source": _STATIC_BROKER})
+            chain.append({"name": _TOPIC_SYNONYM.get(d.name, d.name), "value": builtin[d.name], "source": _DEFAULT})
+        out.append(_entry(d, effective[d.name], source, chain, docs))
+    return out
+
+
+def _describe_broker(state: BrokerState, name: str, keys: set[str] | None, docs: bool) -> list[dict[str, Any]]:
+    if name not in ("", str(state.node_id)):
+        raise BrokerError(ErrorCode.invalid_request, f"broker {name!r} is not this broker ({state.node_id})")
+    values = state.config.to_kafka()
+    defs = {d.name: d for d in BROKER_CONFIGS}
+    out = []
+    for key, value in values.items():
+        if keys is not None and key not in keys:
+            continue
+        d = defs.get(key) or LogConfig.definition(BROKER_SYNONYMS[key])
+        assert d is not None
+        entry = _entry(d, value, _STATIC_BROKER, [], docs)
+        entry["name"] = key
+        out.append(entry)
+    return out
+
+
+async def describe_configs(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    synonyms = bool(field(body, "include_synonyms", False))
+    docs = bool(field(body, "include_documentation", False))
+    results = []
+    for r in body.resources:
+        keys = set(r.configuration_keys) if r.configuration_keys is not None else None
+        base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
+        try:
+            if r.resource_type == TOPIC_RESOURCE:
+                configs = _describe_topic(state, r.resource_name, keys, synonyms, docs)
+            elif r.resource_type == BROKER_RESOURCE:
+                configs = _describe_broker(state, r.resource_name, keys, docs)
+            else:
+                raise BrokerError(ErrorCode.invalid_request, f"resource type {r.resource_type} is not supported")
+            results.append({**base, "error_code": ErrorCode.none, "error_message": None, "configs": configs})
+        except BrokerError as exc:
+            results.append({**base, "error_code": exc.error_code, "error_message": exc.message, "configs": []})
+    return {"throttle_time": 0, "results": results}
+
+
+def _alter(state: BrokerState, r: Any, new_overrides: dict[str, str], validate_only: bool) -> dict[str, Any]:
+    base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
+    try:
+        if r.resource_type != TOPIC_RESOURCE:
+            raise BrokerError(ErrorCode.invalid_request,
+                              "only topic configs can be altered; broker configs are set at start")
+        state.topics.set_overrides(r.resource_name, new_overrides, validate_only)
+        return {**base, "error_code": ErrorCode.none, "error_message": None}
+    except BrokerError as exc:
+        return {**base, "error_code": exc.error_code, "error_message": exc.message}
+
+
+async def alter_configs(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    """AlterConfigs replaces the whole set of a topic's overrides (Kafka's semantics)."""
+    body = req.body
+    return {"throttle_time": 0, "responses": [
+        _alter(state, r, {c.name: c.value for c in r.configs if c.value is not None}, bool(body.validate_only))
+        for r in body.resources]}
+
+
+_SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
+
+
+def _incremental(current: dict[str, str], configs: Any) -> dict[str, str]:
+    out = dict(current)
+    for c in configs:
+        op = int(c.config_operation)
+        d = LogConfig.definition(c.name)
+        if op == _SET:
+            out[c.name] = c.value or ""
+        elif op == _DELETE:
+            out.pop(c.name, None)
+        elif op in (_APPEND, _SUBTRACT):
+            if d is None or d.kind != "list":
+                raise BrokerError(ErrorCode.invalid_config, f"{c.name} is not a list config")
+            items = [i for i in out.get(c.name, ",".join(d.default)).split(",") if i]
+            new = [i for i in (c.value or "").split(",") if i]
+            items = items + [i for i in new if i not in items] if op == _APPEND else [i for i in items if i not in new]
+            out[c.name] = ",".join(items)
+        else:
+            raise BrokerError(ErrorCode.invalid_request, f"unknown config operation {op}")
+    return out
+
+
+async def incremental_alter_configs(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    responses = []
+    for r in body.resources:
+        info = state.topics.get(r.resource_name) if r.resource_type == TOPIC_RESOURCE else None
+        try:
+            overrides = _incremental(info.overrides if info else {}, r.configs)
+        except BrokerError as exc:
+            responses.append({"resource_type": r.resource_type, "resource_name": r.resource_name,
+                              "error_code": exc.error_code, "error_message": exc.message})
+            continue
+        responses.append(_alter(state, r, overrides, bool(body.validate_only)))
+    return {"throttle_time": 0, "responses": responses}

@@ -1,0 +1,186 @@
+"""JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups,
+ListGroups, DeleteGroups: thin translations to and from the group coordinator."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamkit.broker.codec import Request
+from streamkit.broker.errors import ErrorCode
+from streamkit.broker.group.coordinator import CommitRequest
+from streamkit.broker.group.group import JoinRequest, JoinResult, SyncResult
+from streamkit.broker.handlers.common import NO_OPERATIONS, Reply, field
+from streamkit.broker.state import BrokerState, ClientInfo
+
+__all__ = [
+    "delete_groups",
+    "describe_groups",
+    "heartbeat",
+    "join_group",
+    "leave_group",
+    "list_groups",
+    "offset_commit",
+    "offset_fetch",
+    "sync_group",
+]
+
+_MEMBER_ID_REQUIRED_SINCE = 4
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+async def join_group(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    session = _ms(body.session_timeout)
+    rebalance = field(body, "rebalance_timeout")
+    join = JoinRequest(
+        member_id=body.member_id,
+        group_instance_id=field(body, "group_instance_id"),
+        client_id=client.client_id,
+        client_host=client.host,
+        session_timeout_ms=session,
+        rebalance_timeout_ms=_ms(rebalance) if rebalance is not None else session,
+        protocol_type=body.protocol_type,
+        protocols=tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+        require_known_member_id=req.api_version >= _MEMBER_ID_REQUIRED_SINCE,
+    )
+    outcome = state.coordinator.join(body.group_id, join)
+    result = await state.groups.settle(body.group_id, "join", outcome)
+    assert isinstance(result, JoinResult)
+    return {
+        "throttle_time": 0,
+        "error_code": result.error,
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        "protocol_name": result.protocol_name,
+        "leader": result.leader_id,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [{"member_id": m, "group_instance_id": i, "metadata": meta} for m, i, meta in result.members],
+    }
+
+
+async def sync_group(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
+    outcome = state.coordinator.sync(body.group_id, body.member_id, field(body, "group_instance_id"),
+                                     int(body.generation_id), assignments)
+    result = await state.groups.settle(body.group_id, "sync", outcome)
+    assert isinstance(result, SyncResult)
+    return {"throttle_time": 0, "error_code": result.error, "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name, "assignment": result.assignment}
+
+
+async def heartbeat(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    error = state.coordinator.heartbeat(body.group_id, body.member_id, field(body, "group_instance_id"),
+                                        int(body.generation_id))
+    return {"throttle_time": 0, "error_code": error}
+
+
+async def leave_group(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    members = field(body, "members")
+    if members is None:  # v0-v2: one dynamic member
+        pairs: list[tuple[str, str | None]] = [(body.member_id, None)]
+    else:
+        pairs = [(m.member_id, m.group_instance_id) for m in members]
+    top, errors, deliveries = state.coordinator.leave(body.group_id, pairs)
+    state.groups.deliver(deliveries)
+    return {
+        "throttle_time": 0,
+        "error_code": top,
+        "members": [{"member_id": m, "group_instance_id": i, "error_code": e}
+                    for (m, i), e in zip(pairs, errors, strict=True)],
+    }
+
+
+async def offset_commit(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    commits = []
+    unknown: set[tuple[str, int]] = set()
+    for topic in body.topics:
+        info = state.topics.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, int(p.partition_index))
+            if info is None or tp[1] >= info.partitions:
+                unknown.add(tp)
+                continue
+            commits.append(CommitRequest(topic.name, tp[1], int(p.committed_offset),
+                                         int(field(p, "committed_leader_epoch", -1)), p.committed_metadata))
+    error, results = state.coordinator.commit(
+        body.group_id, body.member_id, field(body, "group_instance_id"),
+        int(body.generation_id_or_member_epoch), commits,
+    )
+    topics = []
+    for topic in body.topics:
+        parts = []
+        for p in topic.partitions:
+            tp = (topic.name, int(p.partition_index))
+            code = ErrorCode.unknown_topic_or_partition if tp in unknown else (
+                error if error != ErrorCode.none else results.get(tp, ErrorCode.none))
+            parts.append({"partition_index": tp[1], "error_code": code})
+        topics.append({"name": topic.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+def _fetch_group(state: BrokerState, group_id: str, topics: Any) -> list[dict[str, Any]]:
+    wanted = None
+    if topics is not None:
+        wanted = [(t.name, int(i)) for t in topics for i in t.partition_indexes]
+    found = state.coordinator.fetch(group_id, wanted)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), value in found.items():
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": value.offset if value else -1,
+            "committed_leader_epoch": value.leader_epoch if value else -1,
+            "metadata": value.metadata if value else "",
+            "error_code": ErrorCode.none,
+        })
+    return [{"name": t, "partitions": sorted(ps, key=lambda x: x["partition_index"])} for t, ps in by_topic.items()]
+
+
+async def offset_fetch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    groups = field(body, "groups")
+    if groups is not None:  # v8+: several groups in one request
+        return {"throttle_time": 0, "groups": [
+            {"group_id": g.group_id, "topics": _fetch_group(state, g.group_id, g.topics),
+             "error_code": ErrorCode.none} for g in groups]}
+    return {"throttle_time": 0, "error_code": ErrorCode.none,
+            "topics": _fetch_group(state, body.group_id, body.topics)}
+
+
+async def describe_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    groups = []
+    for group_id in req.body.groups:
+        d = state.coordinator.describe(group_id)
+        groups.append({
+            "error_code": ErrorCode.none,
+            "group_id": group_id,
+            "group_state": d.state,
+            "protocol_type": d.protocol_type,
+            "protocol_data": d.protocol_name,
+            "members": [{
+                "member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id, "client_host": m.client_host,
+                "member_metadata": m.metadata(d.protocol_name), "member_assignment": m.assignment,
+            } for m in d.members],
+            "authorized_operations": NO_OPERATIONS,
+        })
+    return {"throttle_time": 0, "groups": groups}
+
+
+async def list_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    states = set(field(req.body, "states_filter", ()) or ())
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": [
+        {"group_id": g, "protocol_type": pt, "group_state": st}
+        for g, pt, st in state.coordinator.list_groups(states or None)]}
+
+
+async def delete_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    return {"throttle_time": 0, "results": [
+        {"group_id": g, "error_code": state.coordinator.delete(g)} for g in req.body.groups_names]}

@@ -1,0 +1,54 @@
+"""Run a broker until SIGINT/SIGTERM, then shut down cleanly (``streamkit broker``)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+
+from streamkit.broker.config import BrokerConfig
+from streamkit.broker.server import Broker
+
+__all__ = ["DEFAULT_DATA_DIR", "DEFAULT_HOST", "DEFAULT_PORT", "placement", "run_broker"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = Path("data/broker")
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9092
+
+
+def placement(config: BrokerConfig, data_dir: Path | None, host: str | None,
+              port: int | None) -> tuple[Path, str, int]:
+    """Data directory, bind host and port: the command line's if given, else the config
+    file's (log.dirs, listeners), else the defaults."""
+    if data_dir is None:
+        data_dir = config.data_dir or DEFAULT_DATA_DIR
+    if host is None:
+        host = config.listener_host or DEFAULT_HOST
+    if port is None:
+        port = config.listener_port if config.listener_port >= 0 else DEFAULT_PORT
+    return data_dir, host, port
+
+
+async def _main(data_dir: Path, config: BrokerConfig, host: str, port: int, ready_file: Path | None) -> None:
+    broker = Broker(data_dir, config, host, port)
+    await broker.start()
+    if ready_file is not None:
+        ready_file.write_text(f"{broker.port}\n")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        await broker.stop()
+
+
+def run_broker(data_dir: Path, config: BrokerConfig, host: str, port: int, ready_file: Path | None = None) -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_main(data_dir, config, host, port, ready_file))

@@ -1,0 +1,305 @@
+"""The broker process: opens the logs, serves the Kafka protocol over asyncio, runs the
+periodic work, and shuts down cleanly.
+
+Each connection is one loop around the sans-IO ``Connection``: bytes in, requests out,
+handled one at a time in order (as Kafka does per connection, so responses stay in request
+order), responses written back. A protocol violation closes only that connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+from streamkit.broker.build import build
+from streamkit.broker.codec import Disposition, FrameError, Request, disposition, response_type_for
+from streamkit.broker.config import BrokerConfig
+from streamkit.broker.error_reply import error_response
+from streamkit.broker.framing import Connection
+from streamkit.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from streamkit.broker.group.group import GroupSettings
+from streamkit.broker.group.runtime import GroupRuntime
+from streamkit.broker.handlers import HANDLERS
+from streamkit.broker.memory import RequestMemory
+from streamkit.broker.producers import ProducerIds
+from streamkit.broker.state import BrokerState, ClientInfo
+from streamkit.broker.topics import TopicManager
+from streamkit.broker.waiters import AppendWaiters
+from streamkit.log.batch import iter_batch_spans
+from streamkit.log.checkpoint import CHECKPOINT, CLEAN_SHUTDOWN, write_atomically
+from streamkit.log.manager import LogManager
+from streamkit.log.partition import wall_clock_ms
+from streamkit.log.records import Record, decode_batch
+
+__all__ = ["Broker"]
+
+log = logging.getLogger(__name__)
+
+_READ_SIZE = 1 << 20
+_PARTITION_DIR = re.compile(r"^.+-\d+$")
+_YIELD_EVERY = 32
+
+
+class _OffsetsStore:
+    """``__consumer_offsets`` partitions as the group coordinator's store."""
+
+    def __init__(self, topics: TopicManager) -> None:
+        self.topics = topics
+
+    def append(self, partition: int, batch: bytes) -> None:
+        plog = self.topics.partition(OFFSETS_TOPIC, partition)
+        assert plog is not None, "__consumer_offsets is created at start"
+        plog.append(batch)
+
+    def records(self, partition: int) -> Iterable[Record]:
+        plog = self.topics.partition(OFFSETS_TOPIC, partition)
+        if plog is None:
+            return
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            data = plog.read(offset, 1 << 20)
+            if not data:
+                return
+            for pos, size, _base, last in iter_batch_spans(data):
+                for record in decode_batch(data[pos : pos + size], verify=False)[1]:
+                    if record.offset >= offset:
+                        yield record
+                offset = last + 1
+
+
+def _cluster_id(meta_dir: Path) -> str:
+    path = meta_dir / "cluster-id"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        cid = uuid.uuid4().hex[:22]
+        meta_dir.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, cid.encode())
+        return cid
+
+
+def _unclean_partitions(data_dir: Path) -> list[str]:
+    """Partition directories without a clean-shutdown marker (or checkpoint): the ones the
+    log recovers when it opens them. Checked before opening, which removes the markers."""
+    if not data_dir.is_dir():
+        return []
+    return sorted(
+        d.name for d in data_dir.iterdir()
+        if d.is_dir() and _PARTITION_DIR.match(d.name) and any(d.glob("*.log"))
+        and not ((d / CLEAN_SHUTDOWN).exists() and (d / CHECKPOINT).exists())
+    )
+
+
+class Broker:
+    """A single-node Kafka-protocol broker over streamkit's partition log."""
+
+    def __init__(self, data_dir: Path | str, config: BrokerConfig | None = None,
+                 host: str = "127.0.0.1", port: int = 9092) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config or BrokerConfig()
+        self.host = host
+        self.requested_port = port
+        self.state: BrokerState | None = None
+        self._server: asyncio.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._connections: set[asyncio.Task[None]] = set()
+        self.memory = RequestMemory(self.config.queued_max_request_bytes, _READ_SIZE)
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the broker is not started")
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        clock = wall_clock_ms
+        unclean = _unclean_partitions(self.data_dir)
+        if unclean:
+            shown = ", ".join(unclean[:5]) + (", ..." if len(unclean) > 5 else "")
+            log.warning("unclean shutdown: recovering %d partitions (%s)", len(unclean), shown)
+        elif self.data_dir.is_dir():
+            log.info("clean shutdown: no partition needs recovery")
+        logs = LogManager(self.data_dir, clock, cfg.log_flush_offset_checkpoint_interval_ms,
+                          cfg.log_cleaner_backoff_ms)
+        topics = TopicManager(self.data_dir, cfg.topic_defaults, logs)
+        topics.load()
+        if topics.get(OFFSETS_TOPIC) is None:
+            topics.create(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, {
+                "cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)})
+        settings = GroupSettings(cfg.group_initial_rebalance_delay_ms, cfg.group_min_session_timeout_ms,
+                                 cfg.group_max_session_timeout_ms, cfg.group_max_size)
+        coordinator = GroupCoordinator(settings, topics.topics[OFFSETS_TOPIC].partitions,
+                                       _OffsetsStore(topics), clock, cfg.offset_metadata_max_bytes)
+        coordinator.load()
+        groups = GroupRuntime(coordinator)
+        meta = self.data_dir / ".meta"
+        self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
+                                                  limit=_READ_SIZE, reuse_address=True)
+        self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
+                                 ProducerIds(meta), AppendWaiters(), clock)
+        groups.start()
+        if cfg.log_cleaner_enable:
+            logs.start_cleaner()
+        self._tasks = [
+            asyncio.create_task(self._every(cfg.log_retention_check_interval_ms, logs.apply_retention),
+                                name="streamkit-retention"),
+            asyncio.create_task(self._every(cfg.log_flush_scheduler_interval_ms, logs.flush_due),
+                                name="streamkit-flush"),
+            asyncio.create_task(self._every(cfg.producer_id_expiration_check_interval_ms,
+                                            self._expire_producers),
+                                name="streamkit-producer-expiration"),
+        ]
+        log.info("streamkit broker %d listening on %s:%d (data in %s)", cfg.node_id, self.host,
+                 self.port, self.data_dir)
+
+    async def stop(self) -> None:
+        """Stop serving, then close every log cleanly (flush, checkpoint, clean marker)."""
+        if self._server is not None:
+            self._server.close()
+        for task in [*self._tasks, *self._connections]:
+            task.cancel()
+        for task in [*self._tasks, *self._connections]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self.state is not None:
+            await self.state.groups.stop()
+            self.state.logs.close()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1)
+            self._server = None
+        log.info("streamkit broker stopped")
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    def _expire_producers(self) -> None:
+        assert self.state is not None
+        expiration_ms = self.config.producer_id_expiration_ms
+        for (topic, partition), plog in self.state.logs.items():
+            try:
+                if removed := plog.expire_producers(expiration_ms):
+                    log.info("expired %d idle producer(s) of %s-%d", removed, topic, partition)
+            except ValueError:
+                continue  # closed by a concurrent delete
+
+    @staticmethod
+    async def _every(interval_ms: int, work: object) -> None:
+        assert callable(work)
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await asyncio.to_thread(work)
+            except Exception:
+                log.exception("periodic %s failed", getattr(work, "__name__", work))
+
+    # -- connections -----------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        host = str(peer[0]) if peer else ""
+        conn = Connection(self.config.socket_request_max_bytes)
+        memory = self.memory
+        try:
+            while True:
+                # Back-pressure: no read until the request memory budget has room.
+                data = await reader.read(await memory.reserve(conn))
+                if not data:
+                    return
+                conn.receive_data(data)
+                memory.hold(conn, conn.buffered)  # complete requests stay charged until answered
+                handled = 0
+                while (request := conn.next_request()) is not None:
+                    if not await self._answer(conn, request, writer, host):
+                        return
+                    handled += 1
+                    if handled % _YIELD_EVERY == 0:
+                        # A client pipelining many small requests must not starve the other
+                        # connections (or the long-polling fetches waiting for its appends).
+                        await writer.drain()
+                        await asyncio.sleep(0)
+                memory.hold(conn, conn.buffered, completed=handled > 0)
+                await writer.drain()
+        except FrameError as exc:
+            log.warning("closing connection from %s: %s", host, exc)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            # Broker shutdown. This task is the connection's top level: ending normally keeps
+            # asyncio's stream server from logging the cancellation as an error.
+            pass
+        finally:
+            memory.release(conn)
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _answer(self, conn: Connection, request: Request, writer: asyncio.StreamWriter, host: str) -> bool:
+        """Handle one request; False means close the connection."""
+        kind = disposition(request)
+        if kind is Disposition.REJECT_API_VERSIONS:
+            writer.write(conn.encode_unsupported_api_versions(request))
+            return True
+        if kind is Disposition.REJECT_PRODUCE:
+            writer.write(conn.encode_unsupported_produce(request))
+            return True
+        if kind is Disposition.CLOSE:
+            log.warning("closing connection from %s: unsupported api %d v%d", host,
+                        request.api_key, request.api_version)
+            return False
+        handler = HANDLERS.get(request.api_key)
+        assert self.state is not None
+        if handler is None:
+            log.warning("no handler for api %d; closing connection from %s", request.api_key, host)
+            return False
+        try:
+            reply = await handler(self.state, request, ClientInfo(request.client_id or "", host))
+            if reply is None:
+                conn.discard(request)
+                return True
+            body = reply.get("__body__") or build(response_type_for(request), reply)
+            writer.write(conn.encode_response(request, body))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("api %d v%d (correlation id %d) from %s failed", request.api_key,
+                          request.api_version, request.correlation_id, host)
+            return self._answer_failure(conn, request, writer, host)
+        return True
+
+    @staticmethod
+    def _answer_failure(conn: Connection, request: Request, writer: asyncio.StreamWriter, host: str) -> bool:
+        """A handler bug costs the client one request, not its connection: answer with
+        UNKNOWN_SERVER_ERROR wherever the response has an error code (Kafka does the same)."""
+        # A Produce with acks=0 expects no response at all: closing is the only signal left
+        # (what Kafka does for any failed acks=0 produce).
+        expects_reply = not (request.api_key == 0 and int(request.body.acks) == 0)
+        try:
+            body = error_response(request) if expects_reply else None
+            if body is not None:
+                writer.write(conn.encode_response(request, body))
+                return True
+        except Exception:
+            log.exception("could not build an error response for api %d v%d", request.api_key,
+                          request.api_version)
+        log.warning("closing connection from %s: no error response for api %d v%d", host,
+                    request.api_key, request.api_version)
+        return False

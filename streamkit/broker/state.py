@@ -1,0 +1,52 @@
+"""Everything a request handler may touch, in one object passed explicitly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from streamkit.broker.config import BrokerConfig
+from streamkit.broker.group.coordinator import GroupCoordinator
+from streamkit.broker.group.runtime import GroupRuntime
+from streamkit.broker.producers import ProducerIds
+from streamkit.broker.topics import TopicManager
+from streamkit.broker.waiters import AppendWaiters
+from streamkit.log.manager import LogManager
+
+__all__ = ["BrokerState", "ClientInfo"]
+
+
+@dataclass(slots=True)
+class BrokerState:
+    config: BrokerConfig
+    cluster_id: str
+    host: str
+    port: int
+    logs: LogManager
+    topics: TopicManager
+    groups: GroupRuntime
+    producer_ids: ProducerIds
+    waiters: AppendWaiters
+    clock: Callable[[], int]
+
+    @property
+    def coordinator(self) -> GroupCoordinator:
+        return self.groups.coordinator
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def advertised_host(self) -> str:
+        return self.config.advertised_host or self.host
+
+    @property
+    def advertised_port(self) -> int:
+        return self.config.advertised_port or self.port
+
+
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    client_id: str
+    host: str
