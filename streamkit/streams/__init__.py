@@ -1,0 +1,1 @@
+"""Stream processing on top of the broker: windows, stream time, aggregations."""

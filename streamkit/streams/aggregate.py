@@ -1,0 +1,345 @@
+"""Windowed aggregations of the DSL: the processor over a windowed store, and that store as
+a queryable table.
+
+Closing and retention are separate, as in Kafka Streams: a window *closes* when stream time
+reaches ``end + grace`` (``end + gap + grace`` for sessions); it then takes no more records
+and, with ``.final()``, its result is emitted. It *expires* (leaves the store) once
+``end + expires <= stream time``; until then interactive queries still see it. Without
+``expires`` a window leaves the store as soon as it can (at its close; sliding windows
+``size + 1`` later, since they seed newer windows until then: ``min_retention_ms``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from streamkit.state.windowed import Window as StoredWindow
+from streamkit.state.windowed import WindowedTransaction
+from streamkit.streams.codecs import Codec
+from streamkit.streams.event import Event, TimestampExtractor, extract_timestamp
+from streamkit.streams.processing import (
+    Context,
+    Emit,
+    KeyCodec,
+    StreamTimes,
+    WindowResult,
+    jsonable,
+    send_late,
+)
+from streamkit.streams.table import Table, TableNotOwned
+from streamkit.streams.topic import Topic, partition_for_key
+from streamkit.streams.windows import (
+    MIN_TIMESTAMP,
+    HoppingWindows,
+    SessionWindows,
+    SlidingWindows,
+    TumblingWindows,
+    Window,
+    WindowSpec,
+    apply_sliding_plan,
+    duration_ms,
+    is_late,
+    merge_session,
+    min_retention_ms,
+    plan_sliding,
+    sliding_scan_range,
+    window_starts,
+)
+
+if TYPE_CHECKING:
+    from streamkit.state.transaction import Transaction
+
+__all__ = ["WindowAggregate", "WindowState", "close_offset_ms", "retention_ms"]
+
+
+def close_offset_ms(spec: WindowSpec) -> int:
+    """How long after its end a window closes (stream time ``end + this``)."""
+    return spec.grace_ms + (spec.gap_ms if isinstance(spec, SessionWindows) else 0)
+
+
+def retention_ms(spec: WindowSpec, expires: int | timedelta | None) -> int:
+    """How long after its end a window stays stored: ``expires``, at least what the window
+    arithmetic needs (``min_retention_ms``: closing, and seeding for sliding windows)."""
+    least = min_retention_ms(spec)
+    if expires is None:
+        return least
+    ms = duration_ms(expires)
+    if ms < least:
+        raise ValueError(f"expires ({ms} ms) must be at least {least} ms for these windows (a window must "
+                         "stay stored until it closes: grace, plus the gap for sessions and size + 1 for "
+                         "sliding windows)")
+    return ms
+
+
+class WindowState(Table):
+    """The store of a windowed aggregation, queryable like a windowed table:
+    ``query(key)`` (and ``GET /tables/{name}/{key}``) lists the key's stored windows, open
+    and closed-but-not-expired, as ``[{"start", "end", "value"}, ...]``.
+
+    Keys are stored as JSON (any JSON-able key). State partition p holds the records of
+    partition p of the topic feeding the aggregation (``route``), so a key's partition is
+    its partition there: Kafka's default partitioner over the key in that topic's codec."""
+
+    _keys = KeyCodec()
+
+    def configure(self, spec: WindowSpec, codec: Codec, route: Topic) -> None:
+        self.spec = spec
+        self.codec = codec
+        self.route = route
+        self.queryable = True
+
+    def decode(self, raw: bytes) -> Any:
+        """A stored aggregate (sliding windows keep ``[aggregate, max timestamp]``)."""
+        if isinstance(self.spec, SlidingWindows):
+            agg_raw, _max_ts = orjson.loads(raw)
+            return self.codec.loads(agg_raw.encode("latin-1"))
+        return self.codec.loads(raw)
+
+    def partition_of(self, key: Any) -> int:
+        return partition_for_key(self.route.key_codec.dumps(key), self.route.partitions or self.partitions)
+
+    def parse_key(self, text: str) -> Any:
+        """Queried by the keys of the topic feeding the aggregation."""
+        return self.route.key_codec.loads(text.encode())
+
+    def _windows(self, key: Any) -> list[StoredWindow]:
+        p = self.partition_of(key)
+        txn = self._txns.get(p)
+        if txn is None:
+            raise TableNotOwned(f"table {self.name!r}: key {key!r} is in partition {p}, which this worker "
+                                "does not own")
+        return list(WindowedTransaction(txn).iter_windows(self._keys.dumps(key)))
+
+    def query(self, key: Any) -> Any:
+        windows = self._windows(key)
+        if not windows:
+            raise KeyError(key)
+        return [self._window_json(w) for w in windows]
+
+    def snapshot(self, limit: int = 1000) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for p in sorted(self._txns):
+            for w in WindowedTransaction(self._txns[p]).iter_all_windows():
+                key = self._keys.loads(w.key)
+                if str(key) not in out and len(out) >= limit:
+                    return out
+                out.setdefault(str(key), []).append(self._window_json(w))
+        return out
+
+    def _window_json(self, w: StoredWindow) -> dict[str, Any]:
+        return {"start": w.start_ms, "end": w.end_ms, "value": jsonable(self.decode(w.value))}
+
+
+@dataclass(slots=True)
+class _OpenWindow:
+    """A window's aggregate while a batch updates it (see ``WindowAggregate._fixed``)."""
+
+    key: bytes
+    start: int
+    end: int
+    agg: Any
+    new: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregation:
+    """What ``.window(...).count()`` (and the others) declared."""
+
+    spec: WindowSpec
+    init: Callable[[], Any]
+    add: Callable[[Any, Any], Any]
+    codec: Codec
+    merge: Callable[[Any, Any], Any] | None
+    retention_ms: int
+    timestamp: TimestampExtractor | None
+
+
+class WindowAggregate:
+    """Windowed aggregation over a windowed store (one value per key and window)."""
+
+    def __init__(self, agg: Aggregation, table: WindowState, mode: str, emit: Emit, ctx: Context) -> None:
+        self.spec = agg.spec
+        self.init = agg.init
+        self.add = agg.add
+        self.codec = agg.codec
+        self.merge = agg.merge
+        self.extract = agg.timestamp
+        self.table = table
+        self.mode = mode
+        self.emit = emit
+        self.ctx = ctx
+        self.times = StreamTimes(ctx.runtime.clock)
+        self.key_codec = KeyCodec()
+        spec = self.spec
+        self.fixed = spec if isinstance(spec, TumblingWindows | HoppingWindows) else None
+        self.current = mode == "current"
+        self.close_offset = close_offset_ms(spec)
+        self.retention = agg.retention_ms
+        self._open: dict[bytes, _OpenWindow] = {}
+
+    def process(self, ev: Event) -> None:
+        if self.extract is not None:
+            ev = Event(ev.key, ev.value, extract_timestamp(self.extract, ev), ev.headers, ev.topic, ev.partition,
+                       ev.offset)
+        txn = self.ctx.txn(self.table)
+        # Saved by tick() after the batch: a store write per record cost more than the rest.
+        now = self.times.observe(self.ctx.partition, txn, ev.timestamp, persist=False)
+        view = WindowedTransaction(txn)
+        kb = self.key_codec.dumps(ev.key)
+        spec = self.spec
+        if self.fixed is not None:
+            self._fixed(self.fixed, view, kb, ev, now)
+        elif isinstance(spec, SlidingWindows):
+            self._sliding(spec, view, kb, ev, now)
+        elif isinstance(spec, SessionWindows):
+            self._session(spec, view, kb, ev, now)
+
+    def _late(self, ev: Event) -> None:
+        send_late(self.ctx, self.key_codec, ev)
+
+    def _result(self, ev_key: Any, w: Window, agg: Any, ts: int) -> None:
+        self.emit(Event(ev_key, WindowResult(ev_key, w.start, w.end, agg), ts, [], "", self.ctx.partition, -1))
+
+    def _fixed(self, spec: TumblingWindows | HoppingWindows, view: WindowedTransaction, kb: bytes, ev: Event,
+               now: int) -> None:
+        # The per-record path of the most common aggregation. Window bounds are plain ints
+        # (windows_for's Window objects and checks cost more than the aggregation), and the
+        # aggregates of the batch stay decoded in ``_open`` until tick() writes them back:
+        # a key seen again in the batch costs a dict lookup, not a store read, a decode, an
+        # encode and a store write.
+        ts, size, grace, add, open_ = ev.timestamp, spec.size_ms, spec.grace_ms, self.add, self._open
+        late = True
+        for start in window_starts(size, spec.advance_ms, ts):
+            end = start + size
+            if end + grace <= now:  # is_late, inlined
+                continue
+            late = False
+            slot = view.slot(kb, start, end)
+            entry = open_.get(slot)
+            if entry is None:
+                raw = view.read_slot(slot)
+                agg = add(self.init() if raw is None else self.codec.loads(raw), ev.value)
+                open_[slot] = _OpenWindow(kb, start, end, agg, raw is None)
+            else:
+                entry.agg = agg = add(entry.agg, ev.value)
+            if self.current:
+                self._result(ev.key, Window(start, end), agg, ts)
+        if late:
+            self._late(ev)
+
+    def _write_open(self, txn: Transaction) -> None:
+        """Write the aggregates ``_fixed`` kept decoded during the batch to the store."""
+        if not self._open:
+            return
+        view = WindowedTransaction(txn)
+        dumps = self.codec.dumps
+        for slot, w in self._open.items():
+            view.store_window(slot, w.key, w.start, w.end, dumps(w.agg), new=w.new)
+        self._open.clear()
+
+    def _sliding(self, spec: SlidingWindows, view: WindowedTransaction, kb: bytes, ev: Event, now: int) -> None:
+        lo, hi = sliding_scan_range(spec, ev.timestamp)
+        stored: dict[int, tuple[Any, int]] = {}
+        for w in view.iter_windows(kb, lo, hi):
+            agg_raw, max_ts = orjson.loads(w.value)
+            stored[w.start_ms] = (self.codec.loads(agg_raw.encode("latin-1")), max_ts)
+        plan = plan_sliding(spec, ev.timestamp, {s: m for s, (_a, m) in stored.items()}).without_closed(
+            spec.grace_ms, now)
+        if not plan.update and not plan.create:
+            self._late(ev)
+            return
+        # apply_sliding_plan reads (aggregate, max timestamp) per start: a seeded window copies
+        # both. (Passing aggregates alone crashed the worker at the first seeded window.)
+        results = apply_sliding_plan(plan, ev.timestamp, ev.value, stored, self.init, self.add)
+        size = spec.size_ms + 1
+        for start, (agg, max_ts) in results.items():
+            payload = orjson.dumps([self.codec.dumps(agg).decode("latin-1"), max_ts])
+            view.update_window(kb, start, start + size, payload)
+            if self.current:
+                self._result(ev.key, Window(start, start + size), agg, ev.timestamp)
+
+    def _session(self, spec: SessionWindows, view: WindowedTransaction, kb: bytes, ev: Event, now: int) -> None:
+        ts = ev.timestamp
+        # Closed sessions are final even while still stored (until they expire): merging one
+        # would reopen it, and whether that happened depended on where the batch boundaries
+        # fell. A record within gap of one starts or joins an open session instead, as if
+        # the closed one were already gone.
+        near = [w for w in view.iter_windows(kb, None, ts + spec.gap_ms + 1)
+                if w.end_ms + spec.gap_ms > ts and not is_late(w.end_ms + spec.gap_ms, spec.grace_ms, now)]
+        sessions = {Window(w.start_ms, w.end_ms): w.value for w in near}
+        merged, replaced = merge_session(spec.gap_ms, sorted(sessions), ts)
+        if is_late(merged.end + spec.gap_ms, spec.grace_ms, now):
+            self._late(ev)
+            return
+        agg = self.init()
+        first = True
+        for w in replaced:
+            part = self.codec.loads(sessions[w])
+            agg = part if first else self._merge(agg, part)
+            first = False
+            view.delete_window(kb, w.start, w.end)
+        agg = self.add(agg, ev.value)
+        view.update_window(kb, merged.start, merged.end, self.codec.dumps(agg))
+        if self.current:
+            self._result(ev.key, merged, agg, ts)
+
+    def _merge(self, a: Any, b: Any) -> Any:
+        """Merging two session aggregates with the aggregation's merger (count and sum add,
+        reduce reduces, aggregate needs ``merger=``)."""
+        assert self.merge is not None, "session aggregations are declared with a merger"
+        return self.merge(a, b)
+
+    def close(self, partition: int, txn: Transaction, now: int) -> None:
+        """Emit (final mode) the windows that closed since the last close, and drop the
+        windows past retention."""
+        if now == MIN_TIMESTAMP:
+            return
+        view = WindowedTransaction(txn)
+        closed_before = self.times.closed.get(partition, MIN_TIMESTAMP)
+        self.times.closed[partition] = now
+        offset = self.close_offset
+        if self.retention == offset:
+            # Windows leave the store as they close: one scan finds and deletes them.
+            for w in view.expire_windows(now - offset):
+                if self.mode == "final":
+                    self._final(w)
+            return
+        if self.mode == "final" and now > closed_before:
+            after = None if closed_before == MIN_TIMESTAMP else closed_before - offset
+            for w in view.windows_ending(after, now - offset):
+                self._final(w)
+        view.expire_windows(now - self.retention)
+
+    def _final(self, w: StoredWindow) -> None:
+        key = self.key_codec.loads(w.key)
+        self.emit(Event(key, WindowResult(key, w.start_ms, w.end_ms, self.table.decode(w.value)), w.end_ms - 1, [], "",
+                        self.ctx.partition, -1))
+
+    def tick(self, now_wall: int) -> None:
+        """After each batch: close the windows the batch's partition can close (once per
+        batch, not per record: a close is a range scan), then, with window.idle.close.ms,
+        let idle partitions' stream time follow the wall clock."""
+        ctx = self.ctx
+        p = ctx.partition
+        txn = self.table._txns.get(p)
+        if txn is not None:
+            self._write_open(txn)
+        else:
+            self._open.clear()  # the partition was revoked under the batch: nothing to keep
+        if txn is not None and p in self.times.times:
+            self.times.persist(p, txn)
+            self.close(p, txn, self.times.for_partition(p, txn).value)
+        idle = ctx.runtime.settings.window_idle_close_ms
+        if not idle:
+            return
+        # Every owned partition, not only those that saw a record since the worker started:
+        # one restored with open windows must close them by wall clock too.
+        for idle_p, idle_txn in list(self.table._txns.items()):
+            if self.times.advance_idle(idle_p, idle_txn, now_wall, idle):
+                ctx.partition = idle_p
+                self.close(idle_p, idle_txn, self.times.times[idle_p].value)

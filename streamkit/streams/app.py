@@ -1,0 +1,188 @@
+"""App: what a stream application declares (topics, tables, agents, timers, DSL streams).
+
+An ``App`` holds declarations only; running them is the job of ``Runtime`` (started by
+``streamkit worker -A module:app`` or ``await app.start()`` in tests). The app id is the
+consumer group id and the prefix of every internal topic (repartition and changelog), as
+in Kafka Streams and Faust.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamkit.streams.agent import Agent, AgentFn
+from streamkit.streams.codecs import Codec
+from streamkit.streams.event import TimestampExtractor
+from streamkit.streams.settings import AppSettings, SettingsError
+from streamkit.streams.topic import Topic
+
+if TYPE_CHECKING:
+    from streamkit.streams.dsl import StreamNode
+    from streamkit.streams.runtime import Runtime
+    from streamkit.streams.table import GlobalTable, Table
+
+__all__ = ["App", "AppNotRunning"]
+
+TimerFn = Callable[[], Awaitable[None]]
+
+
+class AppNotRunning(RuntimeError):
+    pass
+
+
+def _broker_address(broker: str | None) -> str | None:
+    """'kafka://h:p;h2:p2' or 'h:p,h2:p2' -> 'h:p,h2:p2'; None means an embedded broker."""
+    if broker is None:
+        return None
+    parts = [p.strip() for p in broker.replace(";", ",").split(",") if p.strip()]
+    out = []
+    for part in parts:
+        _scheme, sep, rest = part.partition("://")
+        out.append(rest if sep else part)
+    if not out:
+        raise SettingsError("broker must be host:port (or kafka://host:port)")
+    return ",".join(out)
+
+
+def _interval_ms(interval: float | timedelta) -> int:
+    """Timers take seconds (as Faust) or a timedelta; kept as integer milliseconds."""
+    ms = int(interval.total_seconds() * 1000) if isinstance(interval, timedelta) else int(interval * 1000)
+    if ms <= 0:
+        raise ValueError("timer interval must be positive")
+    return ms
+
+
+class App:
+    def __init__(self, id: str, *, broker: str | None = None, data_dir: str | Path | None = None,
+                 processing_guarantee: str = "at_least_once", config: dict[str, Any] | None = None) -> None:
+        values: dict[str, Any] = {"application.id": id, "processing.guarantee": processing_guarantee}
+        values.update(config or {})
+        self.settings = AppSettings.build(values)
+        if self.settings.exactly_once:
+            raise SettingsError(
+                "processing.guarantee=exactly_once needs broker transactions, which arrive in a "
+                "later release; use processing.guarantee=at_least_once"
+            )
+        self.id = self.settings.application_id
+        self.broker = _broker_address(broker or self.settings.bootstrap_servers)
+        self.data_dir = Path(data_dir) if data_dir is not None else Path("data") / self.id
+        self.topics: dict[str, Topic] = {}
+        self.tables: dict[str, Table] = {}
+        self.agents: dict[str, Agent] = {}
+        self.timers: list[tuple[int, TimerFn, str]] = []
+        self.streams: list[StreamNode] = []
+        self.runtime: Runtime | None = None
+
+    def __repr__(self) -> str:
+        return f"App({self.id!r})"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.settings.state_dir or self.data_dir / "state"
+
+    # -- declarations --------------------------------------------------------------------
+
+    def topic(self, name: str, *, key_type: Any = str, value_type: Any = None,
+              partitions: int | None = None, config: dict[str, str] | None = None,
+              timestamp: TimestampExtractor | None = None) -> Topic:
+        """Declare a topic (the same name returns the same Topic). ``timestamp``: the event
+        time of each record, ``fn(event) -> int`` milliseconds (default: the record timestamp)."""
+        existing = self.topics.get(name)
+        if existing is not None:
+            return existing
+        topic = Topic(self, name, key_type=key_type, value_type=value_type, partitions=partitions,
+                      config=config, timestamp=timestamp)
+        self.topics[name] = topic
+        return topic
+
+    def internal_topic(self, suffix: str, *, key_type: Any = None, value_type: Any = None,
+                       key_codec: Codec | None = None, value_codec: Codec | None = None,
+                       config: dict[str, str] | None = None) -> Topic:
+        name = self.settings.internal_topic(suffix)
+        existing = self.topics.get(name)
+        if existing is not None:
+            return existing
+        from streamkit.streams.codecs import BytesCodec
+
+        topic = Topic(self, name, key_type=key_type, value_type=value_type,
+                      partitions=self.settings.num_partitions, config=config, internal=True,
+                      key_codec=key_codec or BytesCodec(), value_codec=value_codec)
+        self.topics[name] = topic
+        return topic
+
+    def agent(self, topic: Topic | str, *, name: str | None = None, concurrency: int = 1) -> Callable[[AgentFn], Agent]:
+        """Register an async stream function over ``topic``."""
+        source = topic if isinstance(topic, Topic) else self.topic(topic)
+
+        def register(fn: AgentFn) -> Agent:
+            agent_name = name or fn.__name__
+            if agent_name in self.agents:
+                raise ValueError(f"an agent named {agent_name!r} already exists")
+            agent = Agent(self, fn, source, name=agent_name, concurrency=concurrency)
+            self.agents[agent_name] = agent
+            return agent
+
+        return register
+
+    def timer(self, interval: float | timedelta, *, name: str | None = None) -> Callable[[TimerFn], TimerFn]:
+        """Run ``fn`` every ``interval`` seconds on every worker."""
+        ms = _interval_ms(interval)
+
+        def register(fn: TimerFn) -> TimerFn:
+            self.timers.append((ms, fn, name or fn.__name__))
+            return fn
+
+        return register
+
+    def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
+              value_type: Any = None, partitions: int | None = None, store: str = "rocksdb") -> Table:
+        """A partitioned table backed by a local store and a compacted changelog topic."""
+        from streamkit.streams.table import Table
+
+        if name in self.tables:
+            raise ValueError(f"a table named {name!r} already exists")
+        table = Table(self, name, default=default, key_type=key_type, value_type=value_type,
+                      partitions=partitions or self.settings.num_partitions, store=store)
+        self.tables[name] = table
+        return table
+
+    def GlobalTable(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
+                    value_type: Any = None, partitions: int | None = None, store: str = "rocksdb") -> GlobalTable:
+        """A table every worker holds completely (it reads all changelog partitions)."""
+        from streamkit.streams.table import GlobalTable
+
+        if name in self.tables:
+            raise ValueError(f"a table named {name!r} already exists")
+        table = GlobalTable(self, name, default=default, key_type=key_type, value_type=value_type,
+                            partitions=partitions or self.settings.num_partitions, store=store)
+        self.tables[name] = table
+        return table
+
+    def stream(self, topic: Topic | str) -> StreamNode:
+        """Start a declarative pipeline over ``topic`` (see ``streamkit.streams.dsl``)."""
+        from streamkit.streams.dsl import source
+
+        src = topic if isinstance(topic, Topic) else self.topic(topic)
+        return source(self, src)
+
+    # -- running -------------------------------------------------------------------------
+
+    def require_runtime(self) -> Runtime:
+        if self.runtime is None:
+            raise AppNotRunning(f"app {self.id!r} is not running: start it with `streamkit worker` or `await app.start()`")
+        return self.runtime
+
+    async def start(self, *, broker: str | None = None, web_port: int | None = None) -> Runtime:
+        """Start a worker for this app in the running event loop (tests, notebooks)."""
+        from streamkit.streams.runtime import Runtime
+
+        runtime = Runtime(self, broker=broker or self.broker, web_port=web_port)
+        await runtime.start()
+        return runtime
+
+    async def stop(self) -> None:
+        if self.runtime is not None:
+            await self.runtime.stop()

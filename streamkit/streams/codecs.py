@@ -1,0 +1,173 @@
+"""Key and value (de)serialization for topics and tables.
+
+``codec_for(spec)`` turns what users write (``value_type=PageView``, ``str``, ``bytes``,
+``int``, ``dict``, or any object with ``dumps``/``loads``) into a ``Codec``. Pydantic models go
+through pydantic's Rust JSON path; other JSON through orjson. ``None`` (a null key, a
+tombstone) passes through every codec untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+from pydantic import BaseModel, TypeAdapter
+
+__all__ = ["BytesCodec", "Codec", "CodecError", "JsonCodec", "ModelCodec", "StrCodec", "UserCodec", "codec_for"]
+
+
+class CodecError(ValueError):
+    """A value that cannot be (de)serialized; the runtime applies the error policy."""
+
+
+@runtime_checkable
+class Codec(Protocol):
+    def dumps(self, obj: Any) -> bytes: ...
+
+    def loads(self, data: bytes) -> Any: ...
+
+
+class BytesCodec:
+    def dumps(self, obj: Any) -> bytes:
+        if isinstance(obj, bytes | bytearray | memoryview):
+            return bytes(obj)
+        if isinstance(obj, str):
+            return obj.encode()
+        raise CodecError(f"expected bytes, got {type(obj).__name__}")
+
+    def loads(self, data: bytes) -> Any:
+        return data
+
+
+class StrCodec:
+    def dumps(self, obj: Any) -> bytes:
+        if isinstance(obj, str):
+            return obj.encode()
+        if isinstance(obj, bytes):
+            return obj
+        if isinstance(obj, bool | int | float):
+            return str(obj).encode()
+        raise CodecError(f"expected str, got {type(obj).__name__}")
+
+    def loads(self, data: bytes) -> Any:
+        try:
+            return data.decode()
+        except UnicodeDecodeError as exc:
+            raise CodecError(f"not UTF-8 text: {exc}") from None
+
+
+class JsonCodec:
+    """JSON via orjson; ``type_`` (int, float, dict, list[...]...) is validated on load."""
+
+    def __init__(self, type_: Any = None) -> None:
+        self._adapter = TypeAdapter(type_) if type_ not in (None, Any, object) else None
+
+    def dumps(self, obj: Any) -> bytes:
+        if isinstance(obj, BaseModel):
+            return obj.model_dump_json().encode()
+        try:
+            return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError as exc:
+            raise CodecError(f"cannot serialize {type(obj).__name__} as JSON: {exc}") from None
+
+    def loads(self, data: bytes) -> Any:
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise CodecError(f"invalid JSON: {exc}") from None
+        if self._adapter is not None:
+            try:
+                return self._adapter.validate_python(value)
+            except ValueError as exc:
+                raise CodecError(str(exc).splitlines()[0]) from None
+        return value
+
+
+class ModelCodec:
+    """A pydantic model, as JSON (validated with pydantic-core on load)."""
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        self.model = model
+
+    def dumps(self, obj: Any) -> bytes:
+        if isinstance(obj, self.model):
+            return obj.model_dump_json().encode()
+        if isinstance(obj, dict):
+            # A dict that does not validate is a serialization error like any other: raised
+            # as CodecError (pydantic's ValidationError would escape the runtime's policy).
+            try:
+                return self.model.model_validate(obj).model_dump_json().encode()
+            except ValueError as exc:
+                raise CodecError(f"invalid {self.model.__name__}: {str(exc).splitlines()[0]}") from None
+        raise CodecError(f"expected {self.model.__name__}, got {type(obj).__name__}")
+
+    def loads(self, data: bytes) -> Any:
+        try:
+            return self.model.model_validate_json(data)
+        except ValueError as exc:
+            raise CodecError(f"invalid {self.model.__name__}: {str(exc).splitlines()[0]}") from None
+
+
+class UserCodec:
+    """A user's codec (any object with ``dumps``/``loads``), with its errors turned into
+    ``CodecError``: the runtime's deserialization policy (fail/skip/dead_letter) only knows
+    CodecError, so a user codec raising ValueError would otherwise crash the consume loop
+    whatever the policy says."""
+
+    def __init__(self, codec: Any) -> None:
+        self.codec = codec
+
+    def dumps(self, obj: Any) -> bytes:
+        try:
+            data: bytes = self.codec.dumps(obj)
+        except CodecError:
+            raise
+        except Exception as exc:
+            raise CodecError(f"{type(self.codec).__name__}.dumps failed: {_one_line(exc)}") from exc
+        if type(data) is bytes:
+            return data
+        # Keys are hashed (partitioning) and sent as is: other bytes-likes become bytes here.
+        if isinstance(data, bytearray | memoryview):
+            return bytes(data)
+        raise CodecError(f"{type(self.codec).__name__}.dumps returned {type(data).__name__}, not bytes")
+
+    def loads(self, data: bytes) -> Any:
+        try:
+            return self.codec.loads(data)
+        except CodecError:
+            raise
+        except Exception as exc:
+            raise CodecError(f"{type(self.codec).__name__}.loads failed: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: Exception) -> str:
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+
+
+_JSON = JsonCodec()
+_BUILT_IN = (BytesCodec, StrCodec, JsonCodec, ModelCodec, UserCodec)
+
+
+def codec_for(spec: Any, default: Codec | None = None) -> Codec:
+    """The codec for a topic's or table's ``key_type``/``value_type``."""
+    if spec is None:
+        return default or _JSON
+    if isinstance(spec, type):
+        if issubclass(spec, BaseModel):
+            return ModelCodec(spec)
+        if issubclass(spec, bytes):
+            return BytesCodec()
+        if issubclass(spec, str):
+            return StrCodec()
+        if issubclass(spec, bool | int | float | dict | list):
+            return JsonCodec(spec)
+    if isinstance(spec, str) and spec in ("raw", "bytes"):
+        return BytesCodec()
+    if isinstance(spec, str) and spec == "json":
+        return _JSON
+    if isinstance(spec, _BUILT_IN):
+        return spec
+    if hasattr(spec, "dumps") and hasattr(spec, "loads"):
+        return UserCodec(spec)
+    return JsonCodec(spec)

@@ -1,0 +1,808 @@
+"""Runtime: one worker of an app. It consumes, routes records to agents and DSL pipelines,
+keeps tables, commits, and follows rebalances.
+
+Lifecycle (``start``):
+
+1. Connect to the broker, or start an embedded one when the app names none.
+2. Start the agent functions and let each run up to its first read, so that ``group_by``
+   calls have declared their repartition topics.
+3. Create the topics the app needs (declared, repartition, compacted changelogs).
+4. Start following the changelogs of global tables, and wait until they have caught up
+   (``wait_global_tables``): processing never starts with a partial global table.
+5. Join the consumer group (the app id) with streamkit's task assignor
+   (``streams.assignor``): task *p* is partition *p* of every input topic and of every
+   table, so the worker that is assigned it reads those inputs and owns those table
+   partitions and their changelog partitions. With ``num.standby.replicas`` > 0 the
+   assignment also names standby tasks, whose table partitions this worker keeps warm by
+   following their changelogs (``streams.follower``).
+6. Consume in batches; restore table partitions from their changelogs when assigned
+   (their input partitions stay paused until restored; a standby replays only the tail);
+   commit every ``commit.interval.ms``, and earlier when the tables' write caches hold more
+   than ``statestore.cache.max.bytes``.
+
+Commit (at-least-once): take the routing lock, close the processing gate (every agent
+parks between events), produce each table partition's net changes to its changelog,
+flush the producer and check the delivery of every record produced since the last commit
+(outputs, repartitioned records, dead letters, changelogs: a failed one fails the worker
+before anything is committed), commit each store transaction with its changelog offset,
+then commit the consumer offsets of acknowledged events. A crash anywhere re-processes from
+the last committed offsets; effects may repeat, never vanish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.abc import ConsumerRebalanceListener
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    MessageSizeTooLargeError,
+    TopicAlreadyExistsError,
+)
+from aiokafka.structs import ConsumerRecord, TopicPartition
+
+from streamkit.streams.agent import SKIPPED, Agent, AgentStream
+from streamkit.streams.assignor import StreamsAssignor
+from streamkit.streams.clients import start_client, stop_client
+from streamkit.streams.codecs import CodecError
+from streamkit.streams.event import Event
+from streamkit.streams.follower import ChangelogFollower
+from streamkit.streams.gate import AckTracker, ProcessingGate
+from streamkit.streams.metrics import Metrics
+from streamkit.streams.topic import Topic
+
+if TYPE_CHECKING:
+    from streamkit.broker.server import Broker
+    from streamkit.streams.app import App
+    from streamkit.streams.dsl import CompiledSource
+    from streamkit.streams.table import Table
+
+__all__ = ["DeliveryError", "Runtime", "StartupError"]
+
+log = logging.getLogger(__name__)
+
+TP = tuple[str, int]
+
+
+class StartupError(RuntimeError):
+    """The worker could not start (unreachable broker, bad topology); one-line message."""
+
+
+class DeliveryError(RuntimeError):
+    """A produced record was not delivered: nothing of the commit was committed, and the
+    worker stops (a restart processes those records again)."""
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    async def on_partitions_revoked(self, revoked: Sequence[TopicPartition]) -> None:
+        await self.runtime.on_revoked({(tp.topic, tp.partition) for tp in revoked})
+
+    async def on_partitions_assigned(self, assigned: Sequence[TopicPartition]) -> None:
+        await self.runtime.on_assigned({(tp.topic, tp.partition) for tp in assigned})
+
+
+class Runtime:
+    def __init__(self, app: App, *, broker: str | None = None, web_port: int | None = None) -> None:
+        self.app = app
+        self.settings = app.settings
+        self.bootstrap = broker
+        self.web_port = web_port if web_port is not None else self.settings.web_port
+        self.gate = ProcessingGate()
+        self.acks = AckTracker()
+        self.metrics = Metrics()
+        self.assigned: set[TP] = set()
+        self._lock = asyncio.Lock()
+        self._broker: Broker | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._agent_tasks: list[asyncio.Task[None]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._restores: dict[int, asyncio.Task[None]] = {}
+        # Restores cancelled by a revoke, until they have closed their changelog readers:
+        # stop() awaits them, or they closed their connections after the loop was gone.
+        self._cancelled_restores: set[asyncio.Task[None]] = set()
+        self._agent_readers: dict[str, list[AgentStream]] = {}
+        self._forwarders: dict[str, list[AgentStream]] = {}
+        self._pipelines: dict[str, list[CompiledSource]] = {}
+        self._last_commit = time.monotonic()
+        self._committed: dict[TP, int] = {}
+        self._pending_sends: list[tuple[str, asyncio.Future[Any]]] = []
+        # Delivery futures of everything produced since the last commit (but the records
+        # the caller awaits itself, topic.send): the commit checks them all.
+        self._deliveries: list[tuple[str, asyncio.Future[Any]]] = []
+        self._standby_follower: ChangelogFollower | None = None
+        self._assignor = StreamsAssignor(
+            standby_replicas=self.settings.num_standby_replicas,
+            stateful_tasks=lambda: max((t.partitions for t in self._local_tables()), default=0),
+            local_tasks=self._local_tasks)
+        self.global_tables_ready = asyncio.Event()
+        self._background: set[asyncio.Future[Any]] = set()
+        self._stopping = False
+        self.failure: BaseException | None = None
+        self.stopped = asyncio.Event()
+        self.web: Any = None
+
+    # -- start ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException as exc:
+            # A refused start (a topology that is not co-partitioned, an agent failing at once,
+            # an unreachable broker) must not leave the producer, the stores, the agent tasks
+            # or an embedded broker running, nor app.runtime set: they leaked before.
+            if self.failure is None:
+                self.failure = exc
+            with contextlib.suppress(Exception):
+                await self.stop()
+            raise
+
+    async def _start(self) -> None:
+        app = self.app
+        if self.bootstrap is None:
+            await self._start_embedded_broker()
+        assert self.bootstrap is not None
+        app.runtime = self
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, linger_ms=self.settings.producer_linger_ms,
+            acks="all" if self.settings.producer_acks in ("all", "-1") else int(self.settings.producer_acks),
+            max_batch_size=1 << 20, client_id=f"{app.id}-producer",
+        )
+        await self._connect(self._producer.start)
+        for table in app.tables.values():
+            table.attach(self)
+        self._start_agents()
+        await self._wait_for_agents()
+        # Topics first: compiling the pipelines checks co-partitioning, which needs the
+        # partition counts of topics that already existed (known only once described).
+        # Compiled before, a join over an existing topic of another partition count started,
+        # and then failed record by record ("state ... has no partition N").
+        await self._create_topics()
+        for table in app.tables.values():
+            await table.start_global()
+        self._build_routes()
+        client_id = f"{app.id}-consumer"
+        if self.web_port is not None:
+            from streamkit.streams.web import WebServer, advertised_client_id
+
+            self.web = WebServer(self, self.web_port)
+            await self.web.start()
+            client_id = advertised_client_id(app.id, self.web.host, self.web.port)
+        topics = sorted(set(self._agent_readers) | set(self._forwarders) | set(self._pipelines))
+        # An app with nothing to consume (only timers, say) joins no group: subscribing to
+        # no topics is refused by the client, which made such an app fail to start.
+        if topics:
+            self._consumer = AIOKafkaConsumer(
+                bootstrap_servers=self.bootstrap, group_id=app.id, client_id=client_id,
+                enable_auto_commit=False, auto_offset_reset=self.settings.auto_offset_reset,
+                partition_assignment_strategy=(self._assignor,),
+                session_timeout_ms=self.settings.session_timeout_ms,
+                heartbeat_interval_ms=min(self.settings.heartbeat_interval_ms, self.settings.session_timeout_ms // 3),
+                max_poll_interval_ms=self.settings.max_poll_interval_ms,
+                max_poll_records=self.settings.max_poll_records,
+                fetch_max_bytes=50 << 20, max_partition_fetch_bytes=4 << 20,
+            )
+            await self._connect(self._consumer.start)
+        await self.wait_global_tables()
+        if self._consumer is not None:
+            self._consumer.subscribe(topics, listener=_Listener(self))
+            self._tasks.append(asyncio.create_task(self._consume_loop(), name="streamkit-consume"))
+        for interval_ms, fn, name in app.timers:
+            self._tasks.append(asyncio.create_task(self._timer(interval_ms, fn, name), name=f"timer-{name}"))
+        log.info("app %s running against %s (topics: %s)", app.id, self.bootstrap, ", ".join(topics))
+
+    async def wait_global_tables(self) -> None:
+        """Wait until every GlobalTable has applied its changelog up to the end offsets it
+        had when this was called; ``start()`` does it before processing begins, and sets
+        ``global_tables_ready``."""
+        for table in self.app.tables.values():
+            if table.is_global:
+                await table.wait_caught_up()
+        self.global_tables_ready.set()
+
+    async def _connect(self, start: Any) -> None:
+        """Start a client, retrying with a message while the broker is unreachable, for
+        ``bootstrap.timeout.ms``."""
+        timeout_ms = self.settings.bootstrap_timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000
+        delay = 0.5
+        while True:
+            try:
+                await start()
+                return
+            except KafkaConnectionError as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise StartupError(f"cannot reach the broker at {self.bootstrap} (retried for "
+                                       f"bootstrap.timeout.ms={timeout_ms}): {exc}") from None
+                log.warning("broker %s unreachable (%s); retrying in %.1fs", self.bootstrap, exc, min(delay, left))
+                await asyncio.sleep(min(delay, left))
+                delay = min(delay * 2, 5.0)
+
+    async def _start_embedded_broker(self) -> None:
+        from streamkit.broker.config import BrokerConfig
+        from streamkit.broker.server import Broker
+
+        config = BrokerConfig.from_kafka({"group.initial.rebalance.delay.ms": "0",
+                                          "num.partitions": str(self.settings.num_partitions)})
+        self._broker = Broker(self.app.data_dir / "broker", config, "127.0.0.1", 0)
+        await self._broker.start()
+        self.bootstrap = self._broker.bootstrap
+        log.info("started an embedded broker on %s (data in %s)", self.bootstrap, self.app.data_dir / "broker")
+
+    def _start_agents(self) -> None:
+        for agent in self.app.agents.values():
+            for stream in agent.new_streams():
+                stream.runtime = self
+                task = asyncio.create_task(self._run_agent(agent, stream), name=f"agent-{agent.name}-{stream.instance}")
+                self._agent_tasks.append(task)
+
+    async def _run_agent(self, agent: Agent, stream: AgentStream) -> None:
+        try:
+            await agent(stream)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("agent %s failed; stopping the worker", agent.name)
+            self.failure = exc
+            stream.release()
+            # Unblocks _wait_for_agents at once when this happens before the first read: it
+            # then reports the agent's error instead of waiting 10 s for a read that never
+            # comes and blaming a slow start.
+            stream.reading.set()
+            self._spawn(self.stop())
+            return
+        stream.release()
+        stream.reading.set()
+
+    async def _wait_for_agents(self) -> None:
+        streams = [s for a in self.app.agents.values() for s in a.streams]
+        if not streams:
+            return
+        waits = [asyncio.ensure_future(s.reading.wait()) for s in streams]
+        _done, pending = await asyncio.wait(waits, timeout=10)
+        for w in pending:
+            w.cancel()
+        if pending:
+            names = sorted({s.agent.name for s in streams if not s.reading.is_set()})
+            raise StartupError(f"agents {', '.join(names)} did not start reading their stream within 10 s")
+        if self.failure is not None:
+            raise StartupError(f"an agent failed at start: {self.failure!r}")
+
+    def _build_routes(self) -> None:
+        for agent in self.app.agents.values():
+            for stream in agent.streams:
+                if stream.repartition is not None:
+                    self._forwarders.setdefault(stream.source.name, [])
+                    if stream.instance == 0:
+                        self._forwarders[stream.source.name].append(stream)
+                self._agent_readers.setdefault(stream.reads_from.name, [])
+                if stream.instance == 0:
+                    self._agent_readers[stream.reads_from.name].append(stream)
+        if self.app.streams:
+            from streamkit.streams.dsl import compile_pipelines
+
+            for compiled in compile_pipelines(self.app, self):
+                self._pipelines.setdefault(compiled.topic.name, []).append(compiled)
+
+    async def _create_topics(self) -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.app.id}-admin")
+        try:
+            await self._connect(functools.partial(start_client, admin))
+            existing = set(await admin.list_topics())
+            wanted = []
+            for topic in self.app.topics.values():
+                if topic.name in existing:
+                    continue
+                partitions = topic.partitions or self.settings.num_partitions
+                wanted.append(NewTopic(topic.name, partitions, self.settings.replication_factor,
+                                       topic_configs=topic.config))
+            for table in self.app.tables.values():
+                if table.changelog.name not in existing and table.changelog.name not in self.app.topics:
+                    wanted.append(NewTopic(table.changelog.name, table.partitions, self.settings.replication_factor,
+                                           topic_configs=table.changelog.config))
+            # Error topics too: they were left to the broker's auto-creation, which Apache
+            # Kafka clusters commonly disable (the first bad record then failed the worker).
+            for name in {self.settings.dead_letter_topic_name, self.settings.late_records_topic} - {None}:
+                if name is not None and name not in existing and name not in self.app.topics:
+                    wanted.append(NewTopic(name, self.settings.num_partitions, self.settings.replication_factor))
+            if wanted:
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    await admin.create_topics(wanted)
+            described = await admin.describe_topics([t.name for t in self.app.topics.values()])
+            for d in described:
+                declared = self.app.topics.get(d["topic"])
+                if declared is not None and not d["error_code"]:
+                    declared.partitions = len(d["partitions"])
+        finally:
+            await stop_client(admin)
+
+    # -- consuming -----------------------------------------------------------------------
+
+    async def _consume_loop(self) -> None:
+        consumer = self._consumer
+        assert consumer is not None
+        interval = self.settings.commit_interval_ms / 1000
+        try:
+            while not self._stopping:
+                batch = await consumer.getmany(timeout_ms=min(100, self.settings.commit_interval_ms))
+                if batch:
+                    async with self._lock:
+                        for tp, records in batch.items():
+                            await self._route(tp.topic, tp.partition, records)
+                if self.settings.window_idle_close_ms and not any(tp.topic in self._pipelines for tp in batch):
+                    # Pipelines tick after each of their batches; with none, idle partitions'
+                    # windows would never close by wall clock (an app whose input stopped
+                    # altogether never emitted its last windows).
+                    await self._tick_pipelines()
+                if time.monotonic() - self._last_commit >= interval or self._cache_full():
+                    await self.commit()
+                for table in self.app.tables.values():
+                    table.tick(self.clock())
+        except asyncio.CancelledError:
+            raise
+        except DeliveryError as exc:
+            self._fail(exc)
+        except Exception as exc:
+            log.exception("the consume loop failed; stopping the worker")
+            self._fail(exc)
+
+    def _fail(self, exc: BaseException) -> None:
+        if isinstance(exc, DeliveryError):
+            log.error("%s", exc)  # the message says it all; a traceback would bury it
+        if self.failure is None:
+            self.failure = exc
+        self._spawn(self.stop())
+
+    def _local_tables(self) -> list[Table]:
+        return [t for t in self.app.tables.values() if not t.is_global]
+
+    def _local_tasks(self) -> set[int]:
+        """Tasks whose table partitions have a store on this machine."""
+        out: set[int] = set()
+        for table in self._local_tables():
+            with contextlib.suppress(OSError):
+                out |= table.local_partitions()
+        return out
+
+    def _cache_full(self) -> bool:
+        """Whether the tables' write caches hold more than statestore.cache.max.bytes:
+        committing then empties them (into the stores and changelogs). Writing the cache to
+        the store without a commit would put state in the store that neither the changelog
+        nor the committed input offsets account for."""
+        limit = self.settings.cache_max_bytes_buffering
+        total = 0
+        for table in self._local_tables():
+            total += table.cache_bytes()
+            if total > limit:
+                return True
+        return False
+
+    async def _tick_pipelines(self) -> None:
+        async with self._lock:
+            ticked: set[int] = set()
+            for compiled in (c for sources in self._pipelines.values() for c in sources):
+                if id(compiled.tickers) not in ticked:  # sources of one graph share their tickers
+                    ticked.add(id(compiled.tickers))
+                    await compiled.tick()
+
+    def lag(self) -> dict[TP, int]:
+        """Per assigned partition: the last known end offset minus the committed offset (the
+        group's, read when the partition was assigned, or a newer one of this worker)."""
+        consumer = self._consumer
+        out: dict[TP, int] = {}
+        if consumer is None:
+            return out
+        for tp in sorted(self.assigned):
+            committed = self._committed.get(tp)
+            high = consumer.highwater(TopicPartition(*tp))
+            if high is not None and committed is not None:
+                out[tp] = max(high - committed, 0)
+        return out
+
+    def standby_tasks(self) -> set[int]:
+        """The tasks whose table partitions this worker keeps warm for another worker."""
+        follower = self._standby_follower
+        return {p for _topic, p in follower.followed()} if follower is not None else set()
+
+    def standby_lag(self) -> dict[tuple[str, int], int]:
+        """Per standby table partition: changelog records not applied yet."""
+        follower = self._standby_follower
+        if follower is None:
+            return {}
+        tables = {t.changelog.name: t.name for t in self._local_tables()}
+        return {(tables[topic], p): n for (topic, p), n in follower.lag().items() if topic in tables}
+
+    def clock(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    async def _route(self, topic: str, partition: int, records: list[ConsumerRecord]) -> None:
+        tp = (topic, partition)
+        if tp not in self.assigned:
+            return  # revoked while the batch was in flight
+        self.metrics.consumed(tp, len(records))
+        for stream in self._forwarders.get(topic, ()):
+            await self._forward(stream, tp, records)
+        for compiled in self._pipelines.get(topic, ()):
+            self.acks.register(compiled, tp)
+            await compiled.process(partition, records)
+            self.acks.ack(compiled, tp, records[-1].offset)
+        readers = self._agent_readers.get(topic, ())
+        if not readers:
+            return
+        source = self.app.topics[topic]
+        for stream in readers:
+            self.acks.register(stream.agent, tp)
+        for record in records:
+            event = self.decode(source, record)
+            if event is None:
+                # Skipped (or dead-lettered): acknowledged through the queue, after the records
+                # before it. Acking it here, while those still wait in the queue, let a commit
+                # include them unprocessed, and a crash then lost them.
+                event = Event(None, SKIPPED, record.timestamp, [], record.topic, record.partition, record.offset)
+            for stream in readers:
+                inbox = stream.agent.stream_for(partition).inbox
+                if not inbox.offer(event):
+                    await inbox.put(event)  # the agent is behind: wait for room
+
+    def decode(self, topic: Topic, record: ConsumerRecord) -> Event | None:
+        """Deserialize with the app's error policy; None means skipped."""
+        try:
+            return topic.event(record.key, record.value, record.timestamp, list(record.headers or ()),
+                               record.partition, record.offset)
+        except CodecError as exc:
+            self._bad_record(record, exc)
+            return None
+
+    def _bad_record(self, record: ConsumerRecord, exc: Exception) -> None:
+        policy = self.settings.deserialization_error
+        where = f"{record.topic}-{record.partition}@{record.offset}"
+        self.metrics.deserialization_errors += 1
+        if policy == "fail":
+            raise StartupError(f"cannot deserialize record {where}: {exc} (set "
+                               "deserialization.exception.handler to skip or dead_letter)")
+        log.warning("skipping record %s that cannot be deserialized: %s", where, exc)
+        dlq = self.settings.dead_letter_topic_name
+        if dlq is not None:
+            headers = [*(record.headers or ()), ("streamkit.error", str(exc).encode()),
+                       ("streamkit.source", where.encode())]
+            self._produce(dlq, record.key, record.value, headers=headers, timestamp=record.timestamp)
+
+    async def _forward(self, stream: AgentStream, tp: TP, records: list[ConsumerRecord]) -> None:
+        """group_by: re-key each record and produce it to the repartition topic."""
+        assert stream.key_fn is not None and stream.repartition is not None
+        self.acks.register(stream, tp)
+        target = stream.repartition
+        for record in records:
+            event = self.decode(stream.source, record)
+            if event is not None:
+                key = stream.key_fn(event.value)
+                # The event time (the extractor's, if the topic has one) travels on as the
+                # repartitioned record's timestamp, as in Kafka Streams.
+                await self.enqueue(target.name, None if key is None else target.key_codec.dumps(key), record.value,
+                                   headers=record.headers, timestamp=event.timestamp)
+            self.acks.ack(stream, tp, record.offset)
+
+    def ack(self, stream: AgentStream, event: Event) -> None:
+        self.acks.ack(stream.agent, (event.topic, event.partition), event.offset)
+        self.metrics.processed(1)
+
+    # -- producing -----------------------------------------------------------------------
+
+    async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                      timestamp: int | None = None, partition: int | None = None,
+                      track: bool = True) -> asyncio.Future[Any]:
+        """Queue a record in the producer (waiting for buffer space: back-pressure); the
+        returned future resolves with its metadata once the broker acknowledged it. Unless
+        ``track`` is false (the caller awaits the future itself), the next commit checks
+        that it was delivered before committing anything."""
+        producer = self._producer
+        assert producer is not None
+        future: asyncio.Future[Any] = await producer.send(
+            topic, value, key=key, partition=partition, timestamp_ms=timestamp,
+            headers=list(headers) if headers else None)
+        if track:
+            self._deliveries.append((topic, future))
+        return future
+
+    async def send_batches(self, topic: str, partition: int,
+                           records: Iterable[tuple[bytes | None, bytes | None]]) -> tuple[asyncio.Future[Any], int] | None:
+        """Queue ``records`` for one partition as whole record batches: one future per batch,
+        not per record (per-record sends cost more than the rest of a commit). Returns the
+        last batch's future and record count, or None when there was nothing to send."""
+        producer = self._producer
+        assert producer is not None
+        batch = producer.create_batch()
+        last: tuple[asyncio.Future[Any], int] | None = None
+        for key, value in records:
+            if batch.append(key=key, value=value, timestamp=None) is None:
+                last = await self._send_batch(batch, topic, partition)
+                batch = producer.create_batch()
+                if batch.append(key=key, value=value, timestamp=None) is None:
+                    raise MessageSizeTooLargeError(f"a record for {topic}-{partition} is larger than a batch")
+        if batch.record_count():
+            last = await self._send_batch(batch, topic, partition)
+        return last
+
+    async def _send_batch(self, batch: Any, topic: str, partition: int) -> tuple[asyncio.Future[Any], int]:
+        producer = self._producer
+        assert producer is not None
+        batch.close()
+        return await producer.send_batch(batch, topic, partition=partition), batch.record_count()
+
+    def _produce(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                 timestamp: int | None = None, partition: int | None = None) -> None:
+        """Produce from synchronous code; delivery is checked by the next commit."""
+        task = asyncio.ensure_future(self.enqueue(topic, key, value, headers=headers, timestamp=timestamp,
+                                                  partition=partition))
+        # Kept until a commit looks at it (not discarded when done): a send that failed
+        # before reaching the producer (a record larger than max.request.size) must fail
+        # that commit as well.
+        self._pending_sends.append((topic, task))
+
+    def produce_raw(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None) -> None:
+        """Produce already-encoded bytes (global tables write their changelog this way)."""
+        self._produce(topic, key, value, partition=partition)
+
+    async def send(self, topic: Topic, key: Any, value: Any, *, headers: Any = None, timestamp: int | None = None,
+                   partition: int | None = None) -> tuple[int, int]:
+        k, v = topic.encode(key, value)
+        future = await self.enqueue(topic.name, k, v, headers=headers, timestamp=timestamp, partition=partition,
+                                    track=False)
+        metadata = await future
+        return metadata.partition, metadata.offset
+
+    def send_soon(self, topic: Topic, key: Any, value: Any, *, headers: Any = None, timestamp: int | None = None,
+                  partition: int | None = None) -> None:
+        k, v = topic.encode(key, value)
+        self._produce(topic.name, k, v, headers=headers, timestamp=timestamp, partition=partition)
+
+    # -- committing ----------------------------------------------------------------------
+
+    async def commit(self) -> None:
+        async with self._lock:
+            await self._commit_locked()
+
+    async def _commit_locked(self) -> None:
+        producer, consumer = self._producer, self._consumer
+        if producer is None or consumer is None:
+            return
+        if self.failure is not None:
+            # A failed agent's event was acknowledged by release() and its partial effects sit
+            # in the open transactions; the stop() it spawned may not have run yet, and a
+            # periodic or rebalance commit here would commit that event as processed.
+            return
+        await self.gate.close()
+        try:
+            offsets = {tp: o for tp, o in self.acks.committable().items()
+                       if tp in self.assigned and self._committed.get(tp) != o}
+            pending: list[tuple[Table, int, asyncio.Future[Any], int]] = []
+            for table in self.app.tables.values():
+                for partition, changes in table.prepare_commit().items():
+                    last = await self.send_batches(table.changelog.name, partition, changes)
+                    if last is not None:
+                        pending.append((table, partition, *last))
+            await self._check_deliveries()
+            for table, partition, future, count in pending:
+                metadata = await future
+                # A batch's metadata carries its base offset; the store records the last.
+                table.finish_commit(partition, metadata.offset + count - 1)
+            for table in self.app.tables.values():
+                table.finish_commit_unchanged()
+            if offsets:
+                await consumer.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()})
+                self._committed.update(offsets)
+            self.metrics.commits += 1
+        finally:
+            self.gate.reopen()
+            self._last_commit = time.monotonic()
+
+    async def _check_deliveries(self) -> None:
+        """Flush the producer and raise DeliveryError if any record produced since the
+        last commit was not delivered (the producer's flush does not say)."""
+        producer = self._producer
+        assert producer is not None
+        sends, self._pending_sends = self._pending_sends, []
+        if sends:
+            await asyncio.wait([task for _topic, task in sends])  # they queue their deliveries
+        await producer.flush()
+        deliveries, self._deliveries = self._deliveries, []
+        for topic, future in itertools.chain(sends, deliveries):
+            if not future.done():
+                await asyncio.wait([future])
+            exc = asyncio.CancelledError() if future.cancelled() else future.exception()
+            if exc is not None:
+                detail = " ".join(str(exc).split()) or "no detail"
+                raise DeliveryError(f"producing a record to {topic!r} failed ({type(exc).__name__}: {detail}); "
+                                    "stopping without committing the input offsets of the records since the "
+                                    "last commit")
+
+    # -- rebalances ----------------------------------------------------------------------
+
+    async def on_revoked(self, revoked: set[TP]) -> None:
+        if not revoked:
+            return
+        log.info("partitions revoked: %s", sorted(revoked))
+        for p, task in list(self._restores.items()):
+            if not any(tp[1] == p for tp in self.assigned - revoked):
+                task.cancel()
+                self._restores.pop(p, None)
+                self._cancelled_restores.add(task)
+                task.add_done_callback(self._cancelled_restores.discard)
+        async with self._lock:
+            try:
+                await self._commit_locked()
+            except KafkaError as exc:
+                log.warning("commit before revocation failed (%s); the new owner will reprocess", exc)
+            except DeliveryError as exc:
+                self._fail(exc)
+            for agent in self.app.agents.values():
+                for stream in agent.streams:
+                    stream.drop_partitions(revoked)
+            self.assigned -= revoked
+            self.acks.forget(revoked)
+            for tp in revoked:
+                self._committed.pop(tp, None)
+            kept = {p for _t, p in self.assigned}
+            gone = {p for _t, p in revoked} - kept
+            for table in self.app.tables.values():
+                table.revoke(gone)
+
+    async def on_assigned(self, assigned: set[TP]) -> None:
+        log.info("partitions assigned: %s", sorted(assigned))
+        consumer = self._consumer
+        assert consumer is not None
+        new = assigned - self.assigned
+        self.assigned |= assigned
+        self._spawn(self._load_committed(new))
+        partitions = {p for _t, p in new}
+        tables = self._local_tables()
+        # Before the restores: a standby that became active must stop following first.
+        await self._update_standbys({p for _t, p in self.assigned})
+        needs = {p for p in partitions if any(p < t.partitions for t in tables)}
+        if not needs:
+            return
+        paused = [TopicPartition(t, p) for t, p in self.assigned if p in needs]
+        consumer.pause(*paused)
+        for p in needs:
+            self._restores[p] = asyncio.create_task(self._restore(p), name=f"restore-{p}")
+
+    async def _load_committed(self, tps: set[TP]) -> None:
+        """The group's committed offsets of newly assigned partitions, for lag: without
+        them a restarted worker measured lag from offset 0."""
+        consumer = self._consumer
+        if consumer is None or not tps:
+            return
+        ordered = sorted(tps)
+        try:
+            offsets = await asyncio.gather(*(consumer.committed(TopicPartition(*tp)) for tp in ordered))
+        except KafkaError as exc:
+            log.warning("could not read the committed offsets of %s (%s); lag shows from the next commit",
+                        ordered, exc)
+            return
+        for tp, offset in zip(ordered, offsets, strict=True):
+            if tp in self.assigned and tp not in self._committed:
+                self._committed[tp] = offset if offset is not None else 0
+
+    async def _update_standbys(self, active: set[int]) -> None:
+        """Follow the changelogs of this worker's standby tasks, and only those."""
+        standby = set(self._assignor.standby) - active
+        follower = self._standby_follower
+        if follower is None:
+            if not standby or self._stopping:
+                return
+            assert self.bootstrap is not None
+            follower = ChangelogFollower(self.bootstrap, client_id=f"{self.app.id}-standby")
+            await follower.start()
+            self._standby_follower = follower
+        for table in self._local_tables():
+            table.set_standby(standby, active, follower)
+        if standby:
+            log.info("standby tasks: %s", sorted(standby))
+
+    async def _restore(self, partition: int) -> None:
+        """Bring every table's partition up to its changelog's end, then resume input."""
+        tables = [t for t in self.app.tables.values() if not t.is_global and partition < t.partitions]
+        try:
+            for table in tables:
+                await table.restore(partition)
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:
+            log.exception("restoring partition %d failed; stopping the worker", partition)
+            # Recorded like any failure: without it the worker stopped as if asked to, and
+            # `streamkit worker` exited 0, indistinguishable from a clean stop.
+            if self.failure is None:
+                self.failure = exc
+            self._spawn(self.stop())
+            return
+        finally:
+            # Only our own entry: a restore cancelled by a revoke may end (its consumer.stop()
+            # takes a while) after the next assignment registered a new restore of the same
+            # partition; popping that one left it untracked, so the next revoke could not
+            # cancel it and it ran on against a closed store.
+            if self._restores.get(partition) is asyncio.current_task():
+                del self._restores[partition]
+        consumer = self._consumer
+        if consumer is not None and not self._stopping:
+            owned = [TopicPartition(t, p) for t, p in self.assigned if p == partition]
+            consumer.resume(*owned)
+
+    def _spawn(self, coro: Any) -> None:
+        """Run ``coro`` in the background, keeping a reference so it is not collected."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- timers --------------------------------------------------------------------------
+
+    async def _timer(self, interval_ms: int, fn: Any, name: str) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await fn()
+            except Exception:
+                log.exception("timer %s failed", name)
+
+    # -- stop ----------------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        if self._stopping:
+            await self.stopped.wait()
+            return
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        restores = [*self._restores.values(), *self._cancelled_restores]
+        for task in restores:
+            task.cancel()
+        # Awaited, not only cancelled: a restore stops its changelog consumer on the way out,
+        # and left running it did so after the loop (or the test) had moved on.
+        for task in restores:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.failure is None:
+            try:
+                await self.commit()
+            except DeliveryError as exc:
+                log.error("%s", exc)
+                self.failure = exc
+            except Exception as exc:
+                log.warning("the last commit failed (%s); the next owner will reprocess", exc)
+        for task in self._agent_tasks:
+            task.cancel()
+        for task in self._agent_tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.web is not None:
+            await self.web.stop()
+        if self._consumer is not None:
+            await stop_client(self._consumer)
+        if self._standby_follower is not None:
+            await self._standby_follower.stop()
+        for table in self.app.tables.values():
+            await table.close()
+        if self._producer is not None:
+            await stop_client(self._producer)
+        if self._broker is not None:
+            await self._broker.stop()
+        self.app.runtime = None
+        self.stopped.set()
+        log.info("app %s stopped", self.app.id)
+

@@ -1,0 +1,652 @@
+"""Tables: dict-like state partitioned like the stream that updates them.
+
+A key's partition is Kafka's default partitioner over the key's bytes (``key_type``, str by
+default), so a stream grouped by the same key (``group_by``) finds its table partition on
+the worker that owns it. Each partition is a local store (RocksDB or memory) whose every
+change goes to the compacted changelog topic ``{app}-{table}-changelog``; a partition that
+moves to another worker is rebuilt there by replaying that changelog.
+
+Windowed tables (``.tumbling(...)``, ``.hopping(...)``) keep one value per (key, window):
+``table[key] += 1`` updates the window(s) of the current event's timestamp, and
+``table[key].now()``, ``.current()``, ``.delta(seconds)`` read them, as in Faust. Windows
+are expired from the store by event time (stream time per partition), never by wall clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import operator
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from streamkit.state.errors import StoreIdentityError
+from streamkit.state.store import Store
+from streamkit.state.transaction import Transaction, TransactionStatus
+from streamkit.state.windowed import WindowedTransaction
+from streamkit.streams.agent import current_event
+from streamkit.streams.changelog import ChangelogReader
+from streamkit.streams.clients import start_client, stop_client
+from streamkit.streams.codecs import StrCodec, codec_for
+from streamkit.streams.follower import ChangelogFollower
+from streamkit.streams.metrics import RestoreProgress
+from streamkit.streams.processing import jsonable
+from streamkit.streams.topic import partition_for_key
+from streamkit.streams.windows import (
+    MIN_TIMESTAMP,
+    HoppingWindows,
+    StreamTime,
+    TumblingWindows,
+    Window,
+    duration_ms,
+    expired,
+    window_starts,
+    windows_for,
+)
+
+if TYPE_CHECKING:
+    from streamkit.streams.app import App
+    from streamkit.streams.runtime import Runtime
+
+__all__ = ["GlobalTable", "NotCoPartitionedError", "Table", "TableNotOwned", "WindowSet", "WindowedTable"]
+
+log = logging.getLogger(__name__)
+
+_RESTORE_BATCH = 20000
+
+# Where a windowed table keeps each partition's stream time, next to its windows (the same
+# key the DSL uses: it sorts after the window namespaces, so window scans never see it).
+_STREAM_TIME_KEY = b"\xff\xffstream-time"
+
+
+class TableNotOwned(KeyError):
+    """A key whose partition this worker does not own (the stream is not co-partitioned)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class NotCoPartitionedError(RuntimeError):
+    """An agent used a table key of another partition than its current event's.
+
+    Not a KeyError on purpose: code catching KeyError for missing keys must not swallow it.
+    On one worker such a key may even be owned, and the app seems to work until a second
+    worker takes the key's partition; so it is refused at once, on any number of workers."""
+
+
+def _seconds_to_ms(value: float | timedelta, what: str) -> int:
+    """Faust-style sizes: seconds (int or float) or a timedelta."""
+    if isinstance(value, timedelta):
+        return duration_ms(value)
+    return duration_ms(seconds=value) if value else _raise(what)
+
+
+def _raise(what: str) -> int:
+    raise ValueError(f"{what} must be positive")
+
+
+class Table:
+    is_global = False
+
+    def __init__(self, app: App, name: str, *, default: Callable[[], Any] | None, key_type: Any,
+                 value_type: Any, partitions: int, store: str) -> None:
+        self.app = app
+        self.name = name
+        self.default = default
+        self.partitions = partitions
+        self.key_codec = codec_for(key_type, StrCodec())
+        self.value_codec = codec_for(value_type)
+        self.store_kind = store
+        self.changelog = app.internal_topic(f"{name}-changelog", config={"cleanup.policy": "compact"})
+        self.changelog.partitions = partitions
+        self.window: TumblingWindows | HoppingWindows | None = None
+        self.expires_ms: int | None = None
+        self._store: Store | None = None
+        self._txns: dict[int, Transaction] = {}
+        self._stream_time: dict[int, StreamTime] = {}
+        # The stream time each partition's store holds: a windowed update only moves the
+        # in-memory one, and prepare_commit writes it once per commit, not once per event.
+        self._stream_time_saved: dict[int, int] = {}
+        self._runtime: Runtime | None = None
+        self._expired_up_to: dict[int, int] = {}
+        self._standby: set[int] = set()
+        # False for the DSL's internal state (aggregations, join buffers): their keys and
+        # values are laid out by the DSL, so the web endpoints, which read tables as
+        # key -> value, must not serve them (a snapshot of one failed with a 503).
+        self.queryable = True
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r})"
+
+    # -- windowing -----------------------------------------------------------------------
+
+    def tumbling(self, size: float | timedelta, *, expires: float | timedelta | None = None) -> WindowedTable:
+        """Windowed by tumbling windows of ``size`` seconds (or a timedelta)."""
+        spec = TumblingWindows(_seconds_to_ms(size, "window size"))
+        return self._windowed(spec, expires)
+
+    def hopping(self, size: float | timedelta, step: float | timedelta, *,
+                expires: float | timedelta | None = None) -> WindowedTable:
+        spec = HoppingWindows(_seconds_to_ms(size, "window size"), _seconds_to_ms(step, "window step"))
+        return self._windowed(spec, expires)
+
+    def _windowed(self, spec: TumblingWindows | HoppingWindows, expires: float | timedelta | None) -> WindowedTable:
+        if self.window is not None:
+            raise ValueError(f"table {self.name!r} is already windowed")
+        self.window = spec
+        self.expires_ms = _seconds_to_ms(expires, "expires") if expires is not None else spec.size_ms * 10
+        return WindowedTable(self)
+
+    # -- runtime hooks -------------------------------------------------------------------
+
+    def attach(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._store = Store(self.app.state_dir, self.app.id, self.name, backend=self.store_kind,  # type: ignore[arg-type]
+                            changelog=self.changelog.name)
+
+    async def start_global(self) -> None:
+        """Only global tables follow their changelog continuously."""
+
+    async def wait_caught_up(self, timeout_ms: int | None = None) -> None:
+        """Partitioned tables are restored per task, when the task is assigned."""
+
+    # -- standby replicas ----------------------------------------------------------------
+
+    def set_standby(self, wanted: set[int], active: set[int], follower: ChangelogFollower) -> None:
+        """Keep exactly the partitions ``wanted`` warm, following their changelog with
+        ``follower``. A standby partition that became active (``active``) stays open for
+        its restore, which then replays only the tail after what the follower applied."""
+        assert self._store is not None
+        wanted = {p for p in wanted if p < self.partitions} - active
+        for p in sorted(self._standby - wanted):
+            follower.unfollow(self.changelog.name, p)
+            self._standby.discard(p)
+            if p not in active and p not in self._txns:
+                self._store.revoke(p)
+        for p in sorted(wanted - self._standby):
+            try:
+                part = self._store.partition(p)
+            except StoreIdentityError:
+                log.warning("store %s-%d belongs to another changelog; rebuilding it as a standby", self.name, p)
+                self._store.destroy(p)
+                part = self._store.partition(p)
+            follower.follow(self.changelog.name, p, part)
+            self._standby.add(p)
+
+    def standby_partitions(self) -> list[int]:
+        return sorted(self._standby)
+
+    def local_partitions(self) -> set[int]:
+        """Partitions with a store on this machine (for a sticky assignment)."""
+        if self._store is None or self.store_kind == "memory":
+            return set(self._txns) | self._standby
+        path = self._store.path
+        if not path.is_dir():
+            return set()
+        return {int(d.name) for d in path.iterdir() if d.name.isdigit() and int(d.name) < self.partitions}
+
+    def cache_bytes(self) -> int:
+        """Bytes held in the write caches of this table's open transactions."""
+        return sum(txn.cache_bytes for txn in self._txns.values())
+
+    async def restore(self, partition: int) -> None:
+        """Replay the changelog partition from the store's last applied offset to its end."""
+        runtime = self._runtime
+        assert runtime is not None and runtime.bootstrap is not None and self._store is not None
+        part = self._store.partition(partition)
+        progress = RestoreProgress()
+        runtime.metrics.restore[(self.name, partition)] = progress
+        reader = ChangelogReader(runtime.bootstrap, self.changelog.name, partition,
+                                 client_id=f"{self.app.id}-restore", chunk_records=_RESTORE_BATCH)
+        started = time.monotonic()
+        try:
+            # Inside the try: a restore cancelled while its reader connects (the worker
+            # stopping, or losing the partition, right after the assignment) must still close
+            # the reader's connections.
+            await start_client(reader)
+            begin, end = await reader.offsets()
+            applied = part.changelog_offset
+            if applied is not None and applied >= end:
+                # The local store saw changelog offsets the topic does not have (the topic was
+                # recreated): it belongs to another history, rebuild it.
+                log.warning("store %s-%d is ahead of its changelog (%d >= %d); rebuilding",
+                            self.name, partition, applied, end)
+                self._store.destroy(partition)
+                part = self._store.partition(partition)
+                applied = None
+            start = max(begin, (applied + 1) if applied is not None else 0)
+            progress.total = max(end - start, 0)
+            async with contextlib.aclosing(reader.read(start, end)) as chunks:
+                async for chunk in chunks:
+                    progress.restored += part.apply_changelog(chunk, batch_size=_RESTORE_BATCH)
+        except StoreIdentityError:
+            self._store.destroy(partition)
+            raise
+        finally:
+            await stop_client(reader)
+        progress.done = True
+        elapsed = time.monotonic() - started
+        if progress.restored:
+            log.info("restored %s-%d: %d records in %.2fs (%.0f/s)", self.name, partition,
+                     progress.restored, elapsed, progress.restored / max(elapsed, 1e-9))
+        txn = part.begin()
+        self._txns[partition] = txn
+        # Stream time comes back with the state: starting again from nothing would accept
+        # records for windows that were already expired (and deleted) before the restart.
+        raw = txn.get(_STREAM_TIME_KEY) if self.window is not None else None
+        self._stream_time[partition] = StreamTime(int(raw) if raw else MIN_TIMESTAMP)
+        self._stream_time_saved[partition] = self._stream_time[partition].value
+
+    def revoke(self, partitions: set[int]) -> None:
+        if self._store is None:
+            return
+        for p in partitions:
+            txn = self._txns.pop(p, None)
+            if txn is not None and txn.status in (TransactionStatus.OPEN, TransactionStatus.PREPARED):
+                txn.rollback()
+            self._store.revoke(p)
+            self._stream_time.pop(p, None)
+            self._stream_time_saved.pop(p, None)
+            self._expired_up_to.pop(p, None)
+            if self._runtime is not None:
+                # A restore cut short by the revoke would otherwise stay on /metrics as
+                # "restored < total" for good, for a partition this worker no longer has.
+                self._runtime.metrics.restore.pop((self.name, p), None)
+
+    def prepare_commit(self) -> dict[int, list[tuple[bytes, bytes | None]]]:
+        """Net changes per partition since the last commit (the changelog records)."""
+        out = {}
+        for p, txn in self._txns.items():
+            st = self._stream_time.get(p)
+            if st is not None and st.value != self._stream_time_saved.get(p, MIN_TIMESTAMP):
+                txn.set(_STREAM_TIME_KEY, str(st.value).encode())  # restored by restore()
+                self._stream_time_saved[p] = st.value
+            if txn.pending:
+                out[p] = txn.changelog_records()
+        return out
+
+    def finish_commit(self, partition: int, changelog_offset: int) -> None:
+        txn = self._txns[partition]
+        txn.commit(changelog_offset)
+        self._txns[partition] = txn.partition.begin()
+
+    def finish_commit_unchanged(self) -> None:
+        """Transactions with nothing to commit stay open for the next interval."""
+
+    def tick(self, now_ms: int) -> None:
+        """Expire windows past ``expires`` (by each partition's stream time)."""
+        if self.window is None or self.expires_ms is None:
+            return
+        for p, txn in self._txns.items():
+            st = self._stream_time.get(p)
+            if st is None or st.value == MIN_TIMESTAMP or txn.status != TransactionStatus.OPEN:
+                continue
+            threshold = st.value - self.expires_ms
+            if threshold <= self._expired_up_to.get(p, MIN_TIMESTAMP):
+                continue  # stream time has not moved: nothing new can have expired
+            WindowedTransaction(txn).expire_windows(threshold)
+            self._expired_up_to[p] = threshold
+
+    async def close(self) -> None:
+        for p in list(self._txns):
+            self.revoke({p})
+        self._standby.clear()
+        if self._store is not None:
+            self._store.close()
+
+    def owned_partitions(self) -> list[int]:
+        return sorted(self._txns)
+
+    # -- dict API ------------------------------------------------------------------------
+
+    def partition_of(self, key: Any) -> int:
+        return partition_for_key(self.key_codec.dumps(key), self.partitions)
+
+    def _check_copartitioned(self, key_bytes: bytes, p: int) -> None:
+        """Inside an agent, a key must be in the partition of the event being processed."""
+        event = current_event()
+        if event is None or event.partition == p:
+            return
+        raise NotCoPartitionedError(
+            f"table {self.name!r}: key {key_bytes!r} is in partition {p}, but the agent is processing "
+            f"partition {event.partition} of {event.topic!r}: the stream is not co-partitioned with the "
+            f"table (it would work on one worker only); group the stream by the table's key "
+            f"(stream.group_by) so records and table keys are co-partitioned"
+        )
+
+    def _txn_for(self, key_bytes: bytes) -> tuple[Transaction, int]:
+        p = partition_for_key(key_bytes, self.partitions)
+        self._check_copartitioned(key_bytes, p)
+        txn = self._txns.get(p)
+        if txn is None:
+            if self._runtime is None:
+                raise TableNotOwned(f"table {self.name!r} is used outside a running app")
+            raise TableNotOwned(
+                f"table {self.name!r}: key {key_bytes!r} is in partition {p}, which this worker does not "
+                f"own; group the stream by the table's key (stream.group_by) so records and table keys "
+                f"are co-partitioned"
+            )
+        return txn, p
+
+    def __getitem__(self, key: Any) -> Any:
+        kb = self.key_codec.dumps(key)
+        txn, _p = self._txn_for(kb)
+        raw = txn.get(kb)
+        if raw is None:
+            if self.default is None:
+                raise KeyError(key)
+            value = self.default()
+            txn.set(kb, self.value_codec.dumps(value))
+            return value
+        return self.value_codec.loads(raw)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        kb = self.key_codec.dumps(key)
+        txn, _p = self._txn_for(kb)
+        txn.set(kb, self.value_codec.dumps(value))
+
+    def __delitem__(self, key: Any) -> None:
+        kb = self.key_codec.dumps(key)
+        txn, _p = self._txn_for(kb)
+        if txn.get(kb) is None:
+            raise KeyError(key)
+        txn.delete(kb)
+
+    def __contains__(self, key: Any) -> bool:
+        kb = self.key_codec.dumps(key)
+        p = partition_for_key(kb, self.partitions)
+        self._check_copartitioned(kb, p)
+        txn = self._txns.get(p)
+        return txn is not None and txn.get(kb) is not None
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        kb = self.key_codec.dumps(key)
+        p = partition_for_key(kb, self.partitions)
+        self._check_copartitioned(kb, p)
+        txn = self._txns.get(p)
+        raw = txn.get(kb) if txn is not None else None
+        return default if raw is None else self.value_codec.loads(raw)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """Items of the partitions this worker owns."""
+        for p in sorted(self._txns):
+            for kb, vb in self._txns[p].iter_range():
+                yield self.key_codec.loads(kb), self.value_codec.loads(vb)
+
+    def keys(self) -> Iterator[Any]:
+        return (k for k, _v in self.items())
+
+    def values(self) -> Iterator[Any]:
+        return (v for _k, v in self.items())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.items())
+
+    # -- interactive queries (JSON-ready) ------------------------------------------------------
+
+    def parse_key(self, text: str) -> Any:
+        """A key from its text in a URL (``/tables/{name}/{key}``): decoded with the codec
+        of the keys ``query`` takes (``key_type=int``: ``"42"`` is 42). Raises CodecError."""
+        return self.key_codec.loads(text.encode())
+
+    def query(self, key: Any) -> Any:
+        """The value (or, for a windowed table, the windows) of a key owned here."""
+        if self.window is None:
+            kb = self.key_codec.dumps(key)
+            txn, _p = self._txn_for(kb)
+            raw = txn.get(kb)
+            if raw is None:
+                raise KeyError(key)
+            return self.value_codec.loads(raw)
+        return [{"start": w.start, "end": w.end, "value": v} for w, v in WindowedTable(self).windows(key)]
+
+    def snapshot(self, limit: int = 1000) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.window is None:
+            for k, v in self.items():
+                if len(out) >= limit:
+                    break
+                out[str(k)] = v
+            return out
+        for p in sorted(self._txns):
+            for w in WindowedTransaction(self._txns[p]).iter_all_windows():
+                if len(out) >= limit:
+                    return out
+                key = str(self.key_codec.loads(w.key))
+                out.setdefault(key, []).append({"start": w.start_ms, "end": w.end_ms,
+                                                "value": self.value_codec.loads(w.value)})
+        return out
+
+
+class WindowSet:
+    """``table[key]`` of a windowed table: in-place operators update the windows of the
+    current event's timestamp; the readers pick one window."""
+
+    def __init__(self, table: WindowedTable, key: Any) -> None:
+        self.table = table
+        self.key = key
+
+    def _apply(self, op: Callable[[Any, Any], Any], other: Any) -> WindowSet:
+        self.table.update(self.key, lambda value: op(value, other))
+        return self
+
+    def __iadd__(self, other: Any) -> WindowSet:
+        return self._apply(operator.add, other)
+
+    def __isub__(self, other: Any) -> WindowSet:
+        return self._apply(operator.sub, other)
+
+    def __imul__(self, other: Any) -> WindowSet:
+        return self._apply(operator.mul, other)
+
+    def __itruediv__(self, other: Any) -> WindowSet:
+        return self._apply(operator.truediv, other)
+
+    def __ior__(self, other: Any) -> WindowSet:
+        return self._apply(operator.or_, other)
+
+    def apply(self, fn: Callable[[Any], Any]) -> WindowSet:
+        self.table.update(self.key, fn)
+        return self
+
+    def current(self) -> Any:
+        """The value in the (latest) window holding the current event's timestamp."""
+        return self.table.value_at(self.key, self.table.event_time())
+
+    def now(self) -> Any:
+        """The value in the window holding the wall-clock time."""
+        return self.table.value_at(self.key, time.time_ns() // 1_000_000)
+
+    def delta(self, seconds: float | timedelta) -> Any:
+        """The value in the window holding the current event's timestamp minus ``seconds``."""
+        return self.table.value_at(self.key, self.table.event_time() - _seconds_to_ms(seconds, "delta"))
+
+    def value(self) -> Any:
+        return self.current()
+
+    def __repr__(self) -> str:
+        return f"WindowSet({self.table.table.name!r}, {self.key!r})"
+
+
+class WindowedTable:
+    """The windowed view returned by ``Table.tumbling``/``Table.hopping``."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        assert table.window is not None
+        self.spec = table.window
+
+    @property
+    def name(self) -> str:
+        return self.table.name
+
+    def __getitem__(self, key: Any) -> WindowSet:
+        return WindowSet(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(value, WindowSet):
+            return  # ``table[k] += 1`` already updated the windows in __iadd__
+        self.update(key, lambda _old: value)
+
+    def event_time(self) -> int:
+        event = current_event()
+        if event is None:
+            raise RuntimeError(f"windowed table {self.name!r} needs a current event (use it inside an agent)")
+        return event.timestamp
+
+    def _view(self, key: Any) -> tuple[WindowedTransaction, bytes, int]:
+        kb = self.table.key_codec.dumps(key)
+        txn, p = self.table._txn_for(kb)
+        return WindowedTransaction(txn), kb, p
+
+    def update(self, key: Any, fn: Callable[[Any], Any]) -> None:
+        ts = self.event_time()
+        table = self.table
+        kb = table.key_codec.dumps(key)
+        txn, p = table._txn_for(kb)
+        stream_time = table._stream_time.get(p)
+        if stream_time is None:
+            stream_time = table._stream_time[p] = StreamTime()
+        now = stream_time.observe(ts)
+        view = WindowedTransaction(txn)
+        codec = table.value_codec
+        default = table.default
+        expires = table.expires_ms or 0
+        size = self.spec.size_ms
+        late = True
+        # The per-event path: window starts as a range and one encoded slot per window
+        # (the DSL's aggregation does the same), the by-end index written for new windows only.
+        for start in window_starts(size, self.spec.advance_ms, ts):
+            end = start + size
+            if expired(end, expires, now):
+                continue
+            late = False
+            slot = view.slot(kb, start, end)
+            raw = view.read_slot(slot)
+            if raw is not None:
+                old = codec.loads(raw)
+            elif default is not None:
+                old = default()
+            else:
+                old = None
+            view.store_window(slot, kb, start, end, codec.dumps(fn(old)), new=raw is None)
+        if late:
+            self._late(kb)
+
+    def _late(self, key_bytes: bytes) -> None:
+        """The event's windows are all expired: count it once and, with
+        ``late.records.topic.name``, send it there (key: the table key; value: the event's
+        value as JSON), as the DSL does with its late records."""
+        runtime = self.table._runtime
+        if runtime is None:
+            return
+        runtime.metrics.late_records += 1
+        topic = runtime.settings.late_records_topic
+        event = current_event()
+        if topic and event is not None:
+            runtime.produce_raw(topic, key_bytes, orjson.dumps(jsonable(event.value)))
+
+    def value_at(self, key: Any, timestamp: int) -> Any:
+        view, kb, _p = self._view(key)
+        windows = windows_for(self.spec, timestamp)
+        raw = view.get_window(kb, windows[-1].start, windows[-1].end)
+        if raw is None:
+            return self.table.default() if self.table.default is not None else None
+        return self.table.value_codec.loads(raw)
+
+    def windows(self, key: Any) -> list[tuple[Window, Any]]:
+        view, kb, _p = self._view(key)
+        codec = self.table.value_codec
+        return [(Window(w.start_ms, w.end_ms), codec.loads(w.value)) for w in view.iter_windows(kb)]
+
+
+class GlobalTable(Table):
+    """Every worker holds all partitions: it follows the whole changelog continuously.
+    Writes go to the changelog and become visible everywhere once read back."""
+
+    is_global = True
+
+    _follower: ChangelogFollower | None = None
+
+    async def start_global(self) -> None:
+        """Start following every changelog partition (from what the local store has)."""
+        runtime = self._runtime
+        assert runtime is not None and runtime.bootstrap is not None and self._store is not None
+        follower = ChangelogFollower(runtime.bootstrap, client_id=f"{self.app.id}-global")
+        self._follower = follower
+        await follower.start()
+        for p in range(self.partitions):
+            follower.follow(self.changelog.name, p, self._store.partition(p))
+
+    async def wait_caught_up(self, timeout_ms: int | None = None) -> None:
+        """Wait until every partition has applied what its changelog held when this was
+        called. The runtime awaits it before it starts processing, so lookups in agents,
+        joins and timers see the whole table from the first record on."""
+        follower = self._follower
+        if follower is None:
+            raise RuntimeError(f"global table {self.name!r} is not running")
+        await follower.wait_caught_up(self.changelog.name, timeout_ms)
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.get(key)
+        if value is None:
+            if self.default is None:
+                raise KeyError(key)
+            return self.default()
+        return value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        assert self._store is not None
+        kb = self.key_codec.dumps(key)
+        raw = self._store.partition(partition_for_key(kb, self.partitions)).get(kb)
+        return default if raw is None else self.value_codec.loads(raw)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.get(key) is not None
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        runtime = self._runtime
+        assert runtime is not None
+        kb = self.key_codec.dumps(key)
+        runtime.produce_raw(self.changelog.name, kb, self.value_codec.dumps(value),
+                            partition_for_key(kb, self.partitions))
+
+    def __delitem__(self, key: Any) -> None:
+        runtime = self._runtime
+        assert runtime is not None
+        kb = self.key_codec.dumps(key)
+        runtime.produce_raw(self.changelog.name, kb, None, partition_for_key(kb, self.partitions))
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        assert self._store is not None
+        for p in range(self.partitions):
+            for kb, vb in self._store.partition(p).iter_range():
+                yield self.key_codec.loads(kb), self.value_codec.loads(vb)
+
+    def prepare_commit(self) -> dict[int, list[tuple[bytes, bytes | None]]]:
+        return {}
+
+    def revoke(self, partitions: set[int]) -> None:
+        """A global table keeps every partition whatever the group assigns."""
+
+    async def restore(self, partition: int) -> None:
+        return None
+
+    def owned_partitions(self) -> list[int]:
+        return list(range(self.partitions))
+
+    def query(self, key: Any) -> Any:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    async def close(self) -> None:
+        if self._follower is not None:
+            await self._follower.stop()
+            self._follower = None
+        await super().close()

@@ -1,0 +1,95 @@
+"""Topic: a named Kafka topic with its key and value codecs, as an app declares it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from aiokafka.partitioner import murmur2
+
+from streamkit.streams.codecs import Codec, CodecError, StrCodec, codec_for
+from streamkit.streams.event import Event, TimestampExtractor, extract_timestamp
+
+if TYPE_CHECKING:
+    from streamkit.streams.app import App
+
+__all__ = ["Topic", "partition_for_key"]
+
+
+# Tables look up the partition of a key on every access and aiokafka's murmur2 is pure
+# Python; a stream's keys repeat, so a bounded memo makes the lookup a C-level hit.
+@lru_cache(maxsize=1 << 16)
+def partition_for_key(key: bytes, partitions: int) -> int:
+    """Kafka's default partitioner for keyed records (murmur2, as the Java client)."""
+    return int(murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+class Topic:
+    """A topic the app reads or writes. ``partitions=None`` means "whatever it has" for
+    existing topics and the app's ``num.partitions`` when the worker creates it.
+
+    ``timestamp``: a timestamp extractor, ``fn(event) -> int`` epoch milliseconds, giving
+    the event time of each record read from the topic (agents, the DSL, windowed tables
+    and joins all see it as ``event.timestamp``; repartition topics carry it on). Without
+    one, event time is the record timestamp. A record it fails on (an exception, or not an
+    int) is handled like one that cannot be deserialized
+    (``deserialization.exception.handler``)."""
+
+    def __init__(self, app: App, name: str, *, key_type: Any = str, value_type: Any = None,
+                 partitions: int | None = None, config: dict[str, str] | None = None,
+                 internal: bool = False, key_codec: Codec | None = None,
+                 value_codec: Codec | None = None, timestamp: TimestampExtractor | None = None) -> None:
+        if timestamp is not None and not callable(timestamp):
+            raise TypeError(f"topic {name!r}: timestamp must be a function fn(event) -> int milliseconds")
+        self.app = app
+        self.name = name
+        self.key_codec = key_codec or codec_for(key_type, StrCodec())
+        self.value_codec = value_codec or codec_for(value_type)
+        self.partitions = partitions
+        self.config = dict(config or {})
+        self.internal = internal
+        self.timestamp_extractor = timestamp
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name!r})"
+
+    def encode(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
+        return (
+            None if key is None else self.key_codec.dumps(key),
+            None if value is None else self.value_codec.dumps(value),
+        )
+
+    def decode(self, key: bytes | None, value: bytes | None) -> tuple[Any, Any]:
+        return (
+            None if key is None else self.key_codec.loads(key),
+            None if value is None else self.value_codec.loads(value),
+        )
+
+    def event(self, key: bytes | None, value: bytes | None, timestamp: int, headers: list[tuple[str, bytes]],
+              partition: int, offset: int) -> Event:
+        """The event of a consumed record: decoded, with its event time. Raises
+        ``CodecError`` for a record that cannot be decoded or timestamped."""
+        event = Event(*self.decode(key, value), timestamp, headers, self.name, partition, offset)
+        if self.timestamp_extractor is not None:
+            try:
+                event.timestamp = extract_timestamp(self.timestamp_extractor, event)
+            except Exception as exc:
+                raise CodecError(f"timestamp extractor failed: {exc}") from exc
+        return event
+
+    async def send(self, value: Any = None, *, key: Any = None,
+                   headers: Sequence[tuple[str, bytes]] | None = None,
+                   timestamp: int | None = None, partition: int | None = None) -> tuple[int, int]:
+        """Produce one record and wait for the broker's acknowledgement; returns
+        (partition, offset). The app must be running (``streamkit worker`` or ``app.start()``)."""
+        runtime = self.app.require_runtime()
+        return await runtime.send(self, key, value, headers=headers, timestamp=timestamp,
+                                  partition=partition)
+
+    def send_soon(self, value: Any = None, *, key: Any = None,
+                  headers: Sequence[tuple[str, bytes]] | None = None,
+                  timestamp: int | None = None, partition: int | None = None) -> None:
+        """Produce without waiting (delivery is confirmed before the next commit)."""
+        runtime = self.app.require_runtime()
+        runtime.send_soon(self, key, value, headers=headers, timestamp=timestamp, partition=partition)
