@@ -1,0 +1,1 @@
+"""Example stream apps for streamkit; run one with ``streamkit worker -A apps.NAME``."""

@@ -1,0 +1,49 @@
+"""streamkit's side of ``benchmarks/streams_bench.py``: a tumbling 1-minute count per key.
+
+Run by the benchmark as ``python -m streamkit worker -A streamkit_app:app -b BOOTSTRAP
+--data-dir DIR`` (cwd: this directory), configured through environment variables:
+
+- ``STREAMS_BENCH_MODE``: ``dsl`` (declarative, one final result per closed window to the
+  output topic) or ``agent`` (an agent doing ``table[key] += 1`` on a windowed Table).
+- ``STREAMS_BENCH_APP`` (the app id = consumer group), ``STREAMS_BENCH_INPUT``,
+  ``STREAMS_BENCH_OUTPUT``, ``STREAMS_BENCH_COMMIT_MS`` (1000), ``STREAMS_BENCH_PARTITIONS`` (4).
+
+Input records are keyed by ``value["key"]`` already (the benchmark produces them with the
+Java client's murmur2 partitioner, as streamkit's tables use), so neither mode repartitions.
+State is RocksDB in both modes (the DSL's aggregation tables are always RocksDB).
+"""
+
+from __future__ import annotations
+
+import os
+
+import streamkit
+
+MODE = os.environ.get("STREAMS_BENCH_MODE", "dsl")
+APP_ID = os.environ.get("STREAMS_BENCH_APP", f"streams-bench-streamkit-{MODE}")
+INPUT = os.environ.get("STREAMS_BENCH_INPUT", "events")
+OUTPUT = os.environ.get("STREAMS_BENCH_OUTPUT", f"{APP_ID}-out")
+COMMIT_MS = int(os.environ.get("STREAMS_BENCH_COMMIT_MS", "1000"))
+PARTITIONS = int(os.environ.get("STREAMS_BENCH_PARTITIONS", "4"))
+
+app = streamkit.App(APP_ID, config={"commit.interval.ms": COMMIT_MS, "num.partitions": PARTITIONS})
+events = app.topic(INPUT)  # keys: str, values: JSON (orjson) -> dict
+
+if MODE == "dsl":
+    (
+        app.stream(events)
+        .window(streamkit.tumbling(minutes=1))
+        .count(name="counts")
+        .final()
+        .to(OUTPUT)
+    )
+elif MODE == "agent":
+    # expires: a window is dropped once stream time is 60 s past its end (event time).
+    counts = app.Table("counts", default=int).tumbling(60, expires=60)
+
+    @app.agent(events)
+    async def count(stream):  # type: ignore[no-untyped-def]
+        async for value in stream:
+            counts[value["key"]] += 1
+else:
+    raise SystemExit(f"STREAMS_BENCH_MODE must be dsl or agent, not {MODE!r}")
