@@ -114,6 +114,9 @@ class Runtime:
         # Restores cancelled by a revoke, until they have closed their changelog readers:
         # stop() awaits them, or they closed their connections after the loop was gone.
         self._cancelled_restores: set[asyncio.Task[None]] = set()
+        # Reads of committed offsets for lag: stop() ends them before closing the consumer;
+        # one still retrying afterwards reconnected through the closed client and leaked.
+        self._lookups: set[asyncio.Task[None]] = set()
         self._agent_readers: dict[str, list[AgentStream]] = {}
         self._forwarders: dict[str, list[AgentStream]] = {}
         self._pipelines: dict[str, list[CompiledSource]] = {}
@@ -667,13 +670,20 @@ class Runtime:
         assert consumer is not None
         new = assigned - self.assigned
         self.assigned |= assigned
-        self._spawn(self._load_committed(new))
+        if self._stopping:
+            # An assignment completing while stop() runs (a worker stopped right after its
+            # start): a restore begun now outlived stop(), failed on the closed store and
+            # reported the clean stop as a failure, and its changelog reader was never closed.
+            return
+        lookup = asyncio.create_task(self._load_committed(new), name="streamkit-committed")
+        self._lookups.add(lookup)
+        lookup.add_done_callback(self._lookups.discard)
         partitions = {p for _t, p in new}
         tables = self._local_tables()
         # Before the restores: a standby that became active must stop following first.
         await self._update_standbys({p for _t, p in self.assigned})
         needs = {p for p in partitions if any(p < t.partitions for t in tables)}
-        if not needs:
+        if not needs or self._stopping:
             return
         paused = [TopicPartition(t, p) for t, p in self.assigned if p in needs]
         consumer.pause(*paused)
@@ -764,19 +774,10 @@ class Runtime:
             await self.stopped.wait()
             return
         self._stopping = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        restores = [*self._restores.values(), *self._cancelled_restores]
-        for task in restores:
-            task.cancel()
-        # Awaited, not only cancelled: a restore stops its changelog consumer on the way out,
+        await _cancel_all(self._tasks)
+        # Awaited, not only cancelled: a restore stops its changelog reader on the way out,
         # and left running it did so after the loop (or the test) had moved on.
-        for task in restores:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await _cancel_all([*self._restores.values(), *self._cancelled_restores, *self._lookups])
         if self.failure is None:
             try:
                 await self.commit()
@@ -785,15 +786,14 @@ class Runtime:
                 self.failure = exc
             except Exception as exc:
                 log.warning("the last commit failed (%s); the next owner will reprocess", exc)
-        for task in self._agent_tasks:
-            task.cancel()
-        for task in self._agent_tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await _cancel_all(self._agent_tasks)
         if self.web is not None:
             await self.web.stop()
         if self._consumer is not None:
             await stop_client(self._consumer)
+        # What an assignment started while the above ran (on_assigned starts nothing once
+        # stopping, but one may have been past that check): ended before the stores close.
+        await _cancel_all([*self._restores.values(), *self._cancelled_restores, *self._lookups])
         if self._standby_follower is not None:
             await self._standby_follower.stop()
         for table in self.app.tables.values():
@@ -806,3 +806,12 @@ class Runtime:
         self.stopped.set()
         log.info("app %s stopped", self.app.id)
 
+
+async def _cancel_all(tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended (whatever it ended with)."""
+    tasks = list(tasks)
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

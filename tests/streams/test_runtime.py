@@ -280,6 +280,30 @@ async def test_stopping_during_restores_leaks_no_consumer(make_app: Any) -> None
     assert not [m for m in leaked if "Unclosed" in m], leaked
 
 
+async def test_a_stop_racing_the_first_assignment_is_clean(make_app: Any) -> None:
+    """A worker stopped right after its start, while its first assignment completes: the
+    stop is clean (no failure reported), and nothing it began outlives it (no restore
+    running on against the closed store, no committed-offsets lookup retrying through the
+    closed consumer)."""
+    for delay_s in (0, 0, 0.001, 0.003, 0.005, 0.01, 0.02, 0.05):
+        app = make_app()
+        app.Table("counts", default=int).tumbling(10)
+
+        @app.agent(f"{app.id}-in")
+        async def noop(stream: AgentStream) -> None:
+            async for _ in stream:
+                pass
+
+        runtime = await app.start()
+        await asyncio.sleep(delay_s)
+        await runtime.stop()
+        await asyncio.sleep(0.05)  # what outlived stop() runs into the closed store now
+        assert runtime.failure is None, f"stopped after {delay_s}s: {runtime.failure!r}"
+        left = [t.get_name() for t in asyncio.all_tasks()
+                if t.get_name().startswith(("restore-", "streamkit-committed")) and not t.done()]
+        assert not left, f"stopped after {delay_s}s, still running: {left}"
+
+
 async def test_tables_stay_with_their_task_when_inputs_have_different_partition_counts(
         make_app: Any, probe: Probe, tmp_path: Path) -> None:
     """A table fed by a 4-partition topic, next to a 2-partition input. Task p is partition p
