@@ -35,6 +35,7 @@ from streamkit.log.checkpoint import CHECKPOINT, CLEAN_SHUTDOWN, write_atomicall
 from streamkit.log.manager import LogManager
 from streamkit.log.partition import wall_clock_ms
 from streamkit.log.records import Record, decode_batch
+from streamkit.tasks import cancel_and_wait
 
 __all__ = ["Broker"]
 
@@ -168,11 +169,7 @@ class Broker:
         """Stop serving, then close every log cleanly (flush, checkpoint, clean marker)."""
         if self._server is not None:
             self._server.close()
-        for task in [*self._tasks, *self._connections]:
-            task.cancel()
-        for task in [*self._tasks, *self._connections]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait([*self._tasks, *self._connections])
         self._tasks.clear()
         if self.state is not None:
             await self.state.groups.stop()

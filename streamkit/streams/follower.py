@@ -23,6 +23,7 @@ from aiokafka.structs import TopicPartition
 
 from streamkit.state.partition import StorePartition
 from streamkit.streams.clients import start_client, stop_client
+from streamkit.tasks import cancel_and_wait
 
 __all__ = ["ChangelogFollower"]
 
@@ -57,9 +58,7 @@ class ChangelogFollower:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await cancel_and_wait([self._task])
         if self._started:
             await stop_client(self._consumer)
 

@@ -60,6 +60,7 @@ from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.gate import AckTracker, ProcessingGate
 from streamkit.streams.metrics import Metrics
 from streamkit.streams.topic import Topic
+from streamkit.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from streamkit.broker.server import Broker
@@ -751,6 +752,11 @@ class Runtime:
             owned = [TopicPartition(t, p) for t, p in self.assigned if p == partition]
             consumer.resume(*owned)
 
+    def _assignment_work(self) -> list[asyncio.Task[None]]:
+        """The tasks assignments started that may still run: restores (revoked ones too)
+        and committed-offset lookups."""
+        return [*self._restores.values(), *self._cancelled_restores, *self._lookups]
+
     def _spawn(self, coro: Any) -> None:
         """Run ``coro`` in the background, keeping a reference so it is not collected."""
         task = asyncio.ensure_future(coro)
@@ -774,10 +780,10 @@ class Runtime:
             await self.stopped.wait()
             return
         self._stopping = True
-        await _cancel_all(self._tasks)
+        await cancel_and_wait(self._tasks)
         # Awaited, not only cancelled: a restore stops its changelog reader on the way out,
         # and left running it did so after the loop (or the test) had moved on.
-        await _cancel_all([*self._restores.values(), *self._cancelled_restores, *self._lookups])
+        await cancel_and_wait(self._assignment_work())
         if self.failure is None:
             try:
                 await self.commit()
@@ -786,14 +792,14 @@ class Runtime:
                 self.failure = exc
             except Exception as exc:
                 log.warning("the last commit failed (%s); the next owner will reprocess", exc)
-        await _cancel_all(self._agent_tasks)
+        await cancel_and_wait(self._agent_tasks)
         if self.web is not None:
             await self.web.stop()
         if self._consumer is not None:
             await stop_client(self._consumer)
         # What an assignment started while the above ran (on_assigned starts nothing once
         # stopping, but one may have been past that check): ended before the stores close.
-        await _cancel_all([*self._restores.values(), *self._cancelled_restores, *self._lookups])
+        await cancel_and_wait(self._assignment_work())
         if self._standby_follower is not None:
             await self._standby_follower.stop()
         for table in self.app.tables.values():
@@ -805,13 +811,3 @@ class Runtime:
         self.app.runtime = None
         self.stopped.set()
         log.info("app %s stopped", self.app.id)
-
-
-async def _cancel_all(tasks: Iterable[asyncio.Future[Any]]) -> None:
-    """Cancel ``tasks`` and wait until each has ended (whatever it ended with)."""
-    tasks = list(tasks)
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
