@@ -1,7 +1,32 @@
-"""The Connect runtime (connectors, tasks, workers, REST API) lives here.
+"""The Connect runtime: connectors, tasks, workers and a Kafka-Connect-compatible REST API.
 
-It is the layer above ``streamkit.streams`` in DESIGN.md and arrives with the Connect issue;
-until then this package deliberately exports nothing.
+Connector authors implement the SPI in ``streamkit.connect.connector`` with the records and
+schemas of ``streamkit.connect.data``.
 """
 
-__all__: list[str] = []
+from streamkit.connect.connector import (
+    Connector,
+    ConnectorConfig,
+    SinkConnector,
+    SinkTask,
+    SourceConnector,
+    SourceTask,
+)
+from streamkit.connect.data import Schema, SinkRecord, SourceRecord
+from streamkit.connect.errors import ConfigError, ConnectError, DataError, RetriableError
+
+__all__ = [
+    "ConfigError",
+    "ConnectError",
+    "Connector",
+    "ConnectorConfig",
+    "DataError",
+    "RetriableError",
+    "Schema",
+    "SinkConnector",
+    "SinkRecord",
+    "SinkTask",
+    "SourceConnector",
+    "SourceRecord",
+    "SourceTask",
+]
