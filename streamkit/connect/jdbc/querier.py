@@ -1,0 +1,316 @@
+"""One table (or the ``query``) read by a source task: its schema, its query, its offset.
+
+A querier is due every ``poll.interval.ms``; when a query fills ``batch.max.rows`` it is due
+again at once, so a backlog drains at full speed. Incremental modes run one short LIMITed query
+per batch (see ``offsets``); bulk mode streams the whole table through a server-side cursor on
+a connection of its own, a batch per poll, then waits for the next interval.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, CursorResult, Engine
+
+from streamkit.connect.data import TIMESTAMP, Field, Schema, SourceRecord
+from streamkit.connect.errors import ConnectError
+from streamkit.connect.jdbc import dialects
+from streamkit.connect.jdbc.config import JdbcSourceConfig
+from streamkit.connect.jdbc.offsets import Offset, build_query, group_offsets
+from streamkit.connect.jdbc.schema import (
+    Converter,
+    column_schema,
+    datetime_to_micros,
+    infer_value_schema,
+    to_connect_converter,
+)
+
+__all__ = ["Querier", "split_table_name"]
+
+log = logging.getLogger(__name__)
+
+
+def split_table_name(name: str) -> tuple[str | None, str]:
+    schema, _, table = name.rpartition(".")
+    return (schema or None), table
+
+
+@dataclass(frozen=True, slots=True)
+class _Column:
+    name: str
+    schema: Schema | None  # None: a type without a Connect mapping, left out of records
+    convert: Converter | None
+
+
+def _timestamp_us(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if not isinstance(value, dt.datetime):
+        raise ConnectError(f"timestamp.column.name: column value {value!r} is not a timestamp")
+    return datetime_to_micros(value)
+
+
+class Querier:
+    def __init__(self, engine: Engine, config: JdbcSourceConfig, *, table: str | None,
+                 offset: Offset, now_ms: Callable[[], int]) -> None:
+        self._engine = engine
+        self._config = config
+        self._table = table
+        self._now_ms = now_ms
+        self.offset = offset
+        self.next_due_ms = 0
+        backend = engine.dialect.name
+        self._backend = backend
+        # SQLite compares timestamps as text: normalise both sides to one format (ms).
+        self._precision_us = 1000 if backend == "sqlite" else 1
+        self.topic = config.topic_prefix + (table or "")
+        self.partition: dict[str, str] = (
+            {"table": table} if table is not None else {"query": config.query})
+        self._columns: list[_Column] | None = None
+        self._key_indexes: list[int] = []
+        self._key_schema: Schema | None = None
+        self._value_schema: Schema | None = None
+        self._inferred: dict[str, Schema] = {}
+        self._select = ""
+        self._types: list[Any] = []
+        self._bulk: tuple[Connection, CursorResult[Any]] | None = None
+        q = dialects.quote
+        self._inc = q(engine, config.incrementing_column_name) if config.incrementing_column_name else None
+        ts_cols = [q(engine, c) for c in config.timestamp_column_name]
+        ts_expr = ts_cols[0] if len(ts_cols) == 1 else (f"COALESCE({', '.join(ts_cols)})" if ts_cols else None)
+        if ts_expr is not None and backend == "sqlite":
+            ts_expr = f"strftime('%Y-%m-%d %H:%M:%f', {ts_expr})"
+        self._ts_expr = ts_expr
+        self._tiebreak: list[str] = []
+
+    # -- schema ----------------------------------------------------------------------------
+
+    def _describe(self, conn: Connection) -> None:
+        config = self._config
+        q = dialects.quote
+        if self._table is None:
+            self._select = f"SELECT * FROM ({config.query}) AS streamkit_query"
+            self._columns = []
+            return
+        schema_name, name = split_table_name(self._table)
+        try:
+            table = sa.Table(name, sa.MetaData(), schema=schema_name, autoload_with=conn)
+        except sa.exc.NoSuchTableError as exc:
+            raise ConnectError(f"table {self._table!r} does not exist") from exc
+        by_name = {c.name: c for c in table.columns}
+        needed = list(config.timestamp_column_name)
+        if config.incrementing_column_name:
+            needed.append(config.incrementing_column_name)
+        # With COALESCE(a, b) the earlier columns are the nullable ones by design.
+        may_be_null = set(config.timestamp_column_name[:-1])
+        if config.mode != "bulk":
+            for col in needed:
+                if col not in by_name:
+                    raise ConnectError(f"table {self._table!r} has no column {col!r}")
+                if (config.validate_non_null and by_name[col].nullable
+                        and not by_name[col].primary_key
+                        and col not in may_be_null):
+                    raise ConnectError(
+                        f"column {col!r} of {self._table!r} is nullable; make it NOT NULL or "
+                        "set validate.non.null=false")
+        columns: list[_Column] = []
+        self._types = []
+        for col in table.columns:
+            s = column_schema(col.type, bool(col.nullable) and not col.primary_key)
+            if s is None:
+                log.warning("column %s.%s of type %s has no Connect type; left out",
+                            self._table, col.name, col.type)
+            columns.append(_Column(col.name, s, to_connect_converter(s) if s else None))
+            self._types.append(sa.column(col.name, dialects.read_type(col.type, self._backend)))
+        self._columns = columns
+        self._value_schema = Schema("struct", name=name, fields=tuple(
+            Field(c.name, c.schema) for c in columns if c.schema is not None))
+        pk = [c.name for c in table.primary_key.columns]
+        index = {c.name: i for i, c in enumerate(columns)}
+        if pk and all(columns[index[p]].schema is not None for p in pk):
+            self._key_indexes = [index[p] for p in pk]
+            self._key_schema = Schema("struct", name=f"{name}.Key", fields=tuple(
+                Field(p, columns[index[p]].schema) for p in pk))  # type: ignore[arg-type]
+        self._tiebreak = [q(conn, p) for p in pk]
+        src = dialects.quote(conn, name) if schema_name is None else (
+            f"{q(conn, schema_name)}.{q(conn, name)}")
+        self._select = f"SELECT {', '.join(q(conn, c.name) for c in columns)} FROM {src}"
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _bind_ts(self, micros: int) -> Any:
+        value = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=micros)
+        if self._backend == "sqlite":
+            return f"{value:%Y-%m-%d %H:%M:%S}.{value.microsecond // 1000:03d}"
+        return value
+
+    def _statement(self, sql: str, params: Sequence[str], offset: Offset,
+                   conn: Connection) -> tuple[Any, dict[str, Any]]:
+        values: dict[str, Any] = {}
+        if "inc" in params:
+            values["inc"] = offset.incrementing
+        if "ts" in params:
+            assert offset.timestamp_us is not None
+            values["ts"] = self._bind_ts(offset.timestamp_us)
+        if "end" in params:
+            now = dialects.db_utc_now(conn) - dt.timedelta(
+                milliseconds=self._config.timestamp_delay_interval_ms)
+            values["end"] = self._bind_ts(datetime_to_micros(now))
+        stmt = sa.text(sql)
+        if self._types:
+            stmt = stmt.columns(*self._types)  # type: ignore[assignment]
+        return stmt, values
+
+    def poll(self) -> list[SourceRecord]:
+        """The next batch; sets ``next_due_ms``. Offsets advance as the records carry them."""
+        config = self._config
+        if config.mode == "bulk":
+            return self._poll_bulk()
+        with self._engine.connect() as conn:
+            if self._columns is None:
+                self._describe(conn)
+            sql, params = build_query(
+                mode=config.mode, select=self._select, inc_column=self._inc,
+                ts_expr=self._ts_expr, offset=self.offset, limit=config.batch_max_rows,
+                tiebreak=self._tiebreak)
+            stmt, values = self._statement(sql, params, self.offset, conn)
+            result = conn.execute(stmt, values)
+            keys = list(result.keys())
+            rows = result.fetchall()
+            full = len(rows) >= config.batch_max_rows
+            if config.mode == "timestamp":
+                rows, offsets = self._timestamp_batch(conn, keys, rows, full)
+            else:
+                offsets = self._exact_offsets(keys, rows)
+        self.next_due_ms = self._now_ms() + (0 if full else config.poll_interval_ms)
+        records = self._records(keys, rows, offsets)
+        if offsets:
+            self.offset = offsets[-1]
+        return records
+
+    def _index(self, keys: Sequence[str], name: str) -> int:
+        try:
+            return keys.index(name)
+        except ValueError:
+            raise ConnectError(f"the query's result has no column {name!r}") from None
+
+    def _row_ts(self, keys: Sequence[str]) -> Callable[[Sequence[Any]], int]:
+        idx = [self._index(keys, c) for c in self._config.timestamp_column_name]
+        precision = self._precision_us
+
+        def row_ts(row: Sequence[Any]) -> int:
+            for i in idx:
+                us = _timestamp_us(row[i])
+                if us is not None:
+                    return us - us % precision
+            raise ConnectError("a row without a timestamp was read")
+
+        return row_ts
+
+    def _exact_offsets(self, keys: Sequence[str], rows: Sequence[Any]) -> list[Offset]:
+        inc_i = self._index(keys, self._config.incrementing_column_name)
+        if self._config.mode == "incrementing":
+            return [Offset(incrementing=int(row[inc_i])) for row in rows]
+        row_ts = self._row_ts(keys)
+        return [Offset(incrementing=int(row[inc_i]), timestamp_us=row_ts(row)) for row in rows]
+
+    def _timestamp_batch(self, conn: Connection, keys: Sequence[str], rows: Sequence[Any],
+                         full: bool) -> tuple[Sequence[Any], list[Offset]]:
+        row_ts = self._row_ts(keys)
+        stamps = [row_ts(r) for r in rows]
+        if full and stamps and stamps[0] == stamps[-1]:
+            # One timestamp fills the batch: read all its rows, they go out together.
+            order = ", ".join(f"{o} ASC" for o in self._tiebreak)
+            sql = f"{self._select} WHERE {self._ts_expr} = :grp" + (f" ORDER BY {order}" if order else "")
+            stmt, _ = self._statement(sql, (), self.offset, conn)
+            rows = conn.execute(stmt, {"grp": self._bind_ts(stamps[0])}).fetchall()
+            stamps = [row_ts(r) for r in rows]
+            full = False
+        n, offsets = group_offsets(stamps, self.offset, full)
+        return rows[:n], offsets
+
+    def _poll_bulk(self) -> list[SourceRecord]:
+        if self._bulk is None:
+            conn = self._engine.connect()
+            try:
+                if self._columns is None:
+                    self._describe(conn)
+                stmt, _ = self._statement(self._select, (), self.offset, conn)
+                result = conn.execution_options(stream_results=True).execute(stmt)
+            except BaseException:
+                conn.close()
+                raise
+            self._bulk = (conn, result)
+        conn, result = self._bulk
+        keys = list(result.keys())
+        rows = result.fetchmany(self._config.batch_max_rows)
+        if len(rows) < self._config.batch_max_rows:
+            self.close()
+            self.next_due_ms = self._now_ms() + self._config.poll_interval_ms
+        else:
+            self.next_due_ms = self._now_ms()
+        return self._records(keys, rows, [Offset()] * len(rows))
+
+    def close(self) -> None:
+        if self._bulk is not None:
+            conn, result = self._bulk
+            self._bulk = None
+            result.close()
+            conn.close()
+
+    # -- records ---------------------------------------------------------------------------
+
+    def _query_columns(self, keys: Sequence[str], rows: Sequence[Any]) -> list[_Column]:
+        """Query mode: column schemas from the values (timestamp columns as Timestamp)."""
+        ts_cols = set(self._config.timestamp_column_name)
+        columns = []
+        for i, name in enumerate(keys):
+            s = self._inferred.get(name)
+            if s is None or (s.type == "string" and name not in ts_cols):
+                if name in ts_cols:
+                    s = Schema("int64", optional=True, name=TIMESTAMP, version=1)
+                else:
+                    sample = next((r[i] for r in rows if r[i] is not None), None)
+                    s = infer_value_schema({name: sample}).fields[0].schema
+                    if s.type == "int64" and name == self._config.incrementing_column_name:
+                        s = Schema("int64")
+                if s is not None:
+                    self._inferred[name] = s
+            columns.append(_Column(name, s, to_connect_converter(s)))
+        return columns
+
+    def _records(self, keys: Sequence[str], rows: Sequence[Any],
+                 offsets: Sequence[Offset]) -> list[SourceRecord]:
+        if not rows:
+            return []
+        columns = self._columns
+        value_schema = self._value_schema
+        if not columns:  # query mode
+            columns = self._query_columns(keys, rows)
+            value_schema = Schema("struct", fields=tuple(
+                Field(c.name, c.schema) for c in columns if c.schema is not None))
+        mapped = [(i, c.name, c.convert) for i, c in enumerate(columns) if c.schema is not None]
+        key_idx = self._key_indexes
+        key_names = [columns[i].name for i in key_idx]
+        key_convs = [columns[i].convert for i in key_idx]
+        out = []
+        topic = self.topic
+        partition = self.partition
+        key_schema = self._key_schema
+        for row, offset in zip(rows, offsets, strict=False):
+            value = {name: (conv(row[i]) if conv is not None else row[i]) for i, name, conv in mapped}
+            key = None
+            if key_idx:
+                key = {n: (c(row[i]) if c is not None else row[i])
+                       for i, n, c in zip(key_idx, key_names, key_convs, strict=True)}
+            out.append(SourceRecord(
+                source_partition=partition, source_offset=offset.to_dict(), topic=topic,
+                value=value, key=key, value_schema=value_schema, key_schema=key_schema))
+        return out

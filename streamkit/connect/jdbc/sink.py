@@ -1,0 +1,215 @@
+"""The JDBC sink connector: records into tables, as Confluent's ``JdbcSinkConnector``.
+
+``put`` turns records into rows and buffers them per table; a table's buffer is written (in
+the open transaction) once it holds ``batch.size`` rows, and ``flush`` writes the rest and
+commits. So the runtime, which commits consumer offsets only after ``flush``, never skips a
+row: a crash loses an uncommitted transaction whose records are consumed again.
+
+Order is kept per table: consecutive rows of one shape go out in one ``executemany``, and a
+tombstone (with ``delete.enabled``) ends the run before it, so a delete follows the writes
+that came before it. A tombstone with ``delete.enabled=false`` is skipped.
+
+A transient database failure (a lost connection) rolls the transaction back and raises
+``RetriableError``; the records put since the last commit stay in memory and are written
+again on the retry, so nothing put before the failure is lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from string import Template
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from streamkit.connect.connector import SinkConnector, SinkTask, TopicPartition
+from streamkit.connect.data import SinkRecord
+from streamkit.connect.errors import ConnectError, DataError, RetriableError
+from streamkit.connect.jdbc import dialects
+from streamkit.connect.jdbc.config import JdbcSinkConfig, parse_config, to_task_config
+from streamkit.connect.jdbc.fields import RowShape, row_shape
+from streamkit.connect.jdbc.urls import to_sqlalchemy_url
+from streamkit.connect.jdbc.writer import TableWriter
+
+__all__ = ["JdbcSinkConnector", "JdbcSinkTask"]
+
+log = logging.getLogger(__name__)
+
+
+class JdbcSinkConnector(SinkConnector):
+    config_model = JdbcSinkConfig
+    aliases = ("io.confluent.connect.jdbc.JdbcSinkConnector", "JdbcSinkConnector")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._config: JdbcSinkConfig | None = None
+
+    def start(self, config: JdbcSinkConfig) -> None:  # type: ignore[override]
+        self._config = parse_config(JdbcSinkConfig, config)
+        to_sqlalchemy_url(self._config.connection_url)  # a bad URL fails here, not in a task
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        assert self._config is not None, "start() first"
+        return [to_task_config(self._config) for _ in range(max_tasks)]
+
+    @classmethod
+    def task_class(cls) -> type[JdbcSinkTask]:
+        return JdbcSinkTask
+
+
+@dataclass
+class _Run:
+    """Consecutive buffered rows of one table, kind and shape: one statement."""
+
+    delete: bool
+    shape: RowShape
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Buffer:
+    writer: TableWriter
+    runs: list[_Run] = field(default_factory=list)
+    size: int = 0
+
+    def add(self, delete: bool, shape: RowShape, row: dict[str, Any]) -> None:
+        last = self.runs[-1] if self.runs else None
+        if last is None or last.delete != delete or (last.shape.names, last.shape.key) != (
+                shape.names, shape.key):
+            last = _Run(delete, shape)
+            self.runs.append(last)
+        last.rows.append(row)
+        self.size += 1
+
+    def write(self, conn: Connection) -> None:
+        for run in self.runs:
+            if run.delete:
+                self.writer.delete(conn, run.shape, run.rows)
+            else:
+                self.writer.write(conn, run.shape, run.rows)
+        self.runs.clear()
+        self.size = 0
+
+
+class JdbcSinkTask(SinkTask):
+    def __init__(self) -> None:
+        super().__init__()
+        self._config: JdbcSinkConfig | None = None
+        self._engine: sa.Engine | None = None
+        self._conn: Connection | None = None
+        self._writers: dict[str, TableWriter] = {}
+        self._buffers: dict[str, _Buffer] = {}
+        self._uncommitted: list[SinkRecord] = []
+        self._shapes: dict[tuple[int, int, bool], tuple[Any, Any, RowShape]] = {}
+        self._table_format: Template | None = None
+
+    def start(self, config: Mapping[str, str]) -> None:
+        self._config = parse_config(JdbcSinkConfig, config)
+        url = to_sqlalchemy_url(self._config.connection_url, self._config.connection_user,
+                                self._config.connection_password)
+        self._engine = dialects.create_engine(url)
+        self._table_format = Template(self._config.table_name_format)
+
+    # -- buffering (no I/O) ----------------------------------------------------------------
+
+    def _shape(self, record: SinkRecord) -> RowShape:
+        assert self._config is not None
+        ks, vs = record.key_schema, record.value_schema
+        if vs is None and record.value is not None:
+            return row_shape(self._config, record)  # schemaless: per record
+        cache_key = (id(ks), id(vs), record.value is None)
+        hit = self._shapes.get(cache_key)
+        if hit is not None and hit[0] is ks and hit[1] is vs:
+            return hit[2]
+        shape = row_shape(self._config, record)
+        self._shapes[cache_key] = (ks, vs, shape)
+        return shape
+
+    def _table_name(self, topic: str) -> str:
+        assert self._table_format is not None
+        return self._table_format.safe_substitute(topic=topic)
+
+    def _add(self, record: SinkRecord) -> None:
+        assert self._config is not None
+        if record.value is None and not self._config.delete_enabled:
+            return
+        if record.value is not None and not isinstance(record.value, dict):
+            raise DataError(f"the record value at {record.topic}-{record.partition}@"
+                            f"{record.offset} must be a struct (dict), not "
+                            f"{type(record.value).__name__}")
+        name = self._table_name(record.topic)
+        buffer = self._buffers.get(name)
+        if buffer is None:
+            writer = self._writers.get(name)
+            if writer is None:
+                writer = self._writers[name] = TableWriter(self._config, name)
+            buffer = self._buffers[name] = _Buffer(writer)
+        shape = self._shape(record)
+        if record.value is None:
+            buffer.add(True, shape, shape.key_row(record))
+        else:
+            buffer.add(False, shape, shape.row(record))
+
+    def _rebuild(self) -> None:
+        """Back to 'nothing written since the last commit': buffer those records again."""
+        self._buffers.clear()
+        for record in self._uncommitted:
+            self._add(record)
+
+    # -- I/O ---------------------------------------------------------------------------------
+
+    def _connection(self) -> Connection:
+        if self._conn is None:
+            assert self._engine is not None
+            self._conn = self._engine.connect()
+        return self._conn
+
+    def _fail(self, exc: Exception) -> ConnectError:
+        if self._conn is not None:
+            with contextlib.suppress(sa.exc.SQLAlchemyError):
+                self._conn.rollback()
+            self._conn.close()
+            self._conn = None
+        self._rebuild()
+        if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError) or (
+                isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated):
+            return RetriableError(f"database write failed, will retry: {exc}")
+        if isinstance(exc, ConnectError):
+            return exc
+        return ConnectError(f"database write failed: {exc}")
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        assert self._config is not None
+        try:
+            for record in records:
+                self._add(record)
+            for buffer in self._buffers.values():
+                if buffer.size >= self._config.batch_size:
+                    buffer.write(self._connection())
+        except (sa.exc.SQLAlchemyError, ConnectError) as exc:
+            # The runtime redelivers ``records``: rebuild without them.
+            raise self._fail(exc) from exc
+        self._uncommitted.extend(records)
+
+    def flush(self, offsets: Mapping[TopicPartition, int]) -> None:
+        try:
+            for buffer in self._buffers.values():
+                if buffer.size:
+                    buffer.write(self._connection())
+            if self._conn is not None:
+                self._conn.commit()
+        except (sa.exc.SQLAlchemyError, ConnectError) as exc:
+            raise self._fail(exc) from exc
+        self._uncommitted.clear()
+
+    def stop(self) -> None:
+        if self._conn is not None:
+            self._conn.rollback()
+            self._conn.close()
+            self._conn = None
+        if self._engine is not None:
+            self._engine.dispose()

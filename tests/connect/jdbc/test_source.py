@@ -1,0 +1,298 @@
+"""The JDBC source task on PostgreSQL, MariaDB and SQLite: every mode with rows inserted and
+updated while the task runs, restarts from committed offsets, types, keys and task configs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+from streamkit.connect.data import DATE, DECIMAL, TIMESTAMP
+from streamkit.connect.errors import ConfigError, ConnectError
+from streamkit.connect.jdbc.config import JdbcSourceConfig, parse_config
+from streamkit.connect.jdbc.source import JdbcSourceConnector
+from tests.connect.jdbc.databases import Database
+from tests.connect.jdbc.driver import OffsetStore, poll_until, start_source
+
+pytestmark = pytest.mark.integration
+
+TS = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql")
+BASE = dt.datetime(2024, 1, 1)
+BASE_MS = 1704067200000
+
+
+def ts(seconds: float) -> dt.datetime:
+    return BASE + dt.timedelta(seconds=seconds)
+
+
+def make_table(db: Database, prefix: str) -> sa.Table:
+    table = sa.Table(
+        db.table_name(prefix), sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("name", sa.String(50)),
+        sa.Column("ts", TS, nullable=False),
+    )
+    table.create(db.engine)
+    return table
+
+
+def insert(db: Database, table: sa.Table, *rows: tuple[int, str, dt.datetime]) -> None:
+    db.execute(sa.insert(table), [{"id": i, "name": n, "ts": t} for i, n, t in rows])
+
+
+def config(db: Database, table: sa.Table, mode: str, **extra: str) -> dict[str, str]:
+    return {"connection.url": db.url, "mode": mode, "topic.prefix": "db-",
+            "table.whitelist": table.name, "poll.interval.ms": "20", **extra}
+
+
+def ids(records: list) -> list[int]:
+    return [r.value["id"] for r in records]
+
+
+def test_incrementing_reads_inserts_as_they_arrive_and_resumes(db: Database) -> None:
+    t = make_table(db, "inc")
+    insert(db, t, *[(i, f"n{i}", ts(i)) for i in range(1, 6)])
+    store = OffsetStore()
+    task = start_source(config(db, t, "incrementing", **{
+        "incrementing.column.name": "id", "batch.max.rows": "2"}), store)
+    try:
+        first = poll_until(task, store, lambda got: len(got) >= 5)
+        assert ids(first) == [1, 2, 3, 4, 5]
+        assert first[0].topic == f"db-{t.name}"
+        assert first[0].source_partition == {"table": t.name}
+        assert first[-1].source_offset == {"incrementing": 5}
+        insert(db, t, (6, "n6", ts(6)), (7, "n7", ts(7)))
+        more = poll_until(task, store, lambda got: len(got) >= 2, settle=0.2)
+        assert ids(more) == [6, 7]
+    finally:
+        task.stop()
+    insert(db, t, (8, "n8", ts(8)))
+    task = start_source(config(db, t, "incrementing", **{"incrementing.column.name": "id"}), store)
+    try:
+        after = poll_until(task, store, lambda got: len(got) >= 1, settle=0.2)
+    finally:
+        task.stop()
+    assert ids(after) == [8]
+
+
+def test_timestamp_mode_reads_inserts_and_updates(db: Database) -> None:
+    t = make_table(db, "ts")
+    insert(db, t, (1, "a", ts(1)), (2, "b", ts(2)))
+    store = OffsetStore()
+    task = start_source(config(db, t, "timestamp", **{"timestamp.column.name": "ts"}), store)
+    try:
+        first = poll_until(task, store, lambda got: len(got) >= 2)
+        assert [(r.value["id"], r.value["name"]) for r in first] == [(1, "a"), (2, "b")]
+        assert first[1].value["ts"] == BASE_MS + 2000
+        assert first[1].source_offset == {"timestamp": BASE_MS + 2000, "timestamp_nanos": 0}
+        db.execute(sa.update(t).where(t.c.id == 1).values(name="a2", ts=ts(3.25)))
+        insert(db, t, (3, "c", ts(4)))
+        more = poll_until(task, store, lambda got: len(got) >= 2, settle=0.2)
+        assert [(r.value["id"], r.value["name"]) for r in more] == [(1, "a2"), (3, "c")]
+        assert more[0].source_offset == {"timestamp": BASE_MS + 3250,
+                                         "timestamp_nanos": 250_000_000}
+    finally:
+        task.stop()
+
+
+def test_timestamp_mode_restart_keeps_rows_sharing_a_timestamp(db: Database) -> None:
+    t = make_table(db, "tsg")
+    # Three rows per timestamp, batches of four: no batch may end inside a timestamp, or a
+    # restart after it would skip the rest of that timestamp's rows.
+    insert(db, t, *[(i, "x", ts(1 + i // 3)) for i in range(9)])
+    store = OffsetStore()
+    cfg = config(db, t, "timestamp", **{"timestamp.column.name": "ts", "batch.max.rows": "4"})
+    task = start_source(cfg, store)
+    try:
+        first = poll_until(task, store, lambda got: len(got) >= 1)
+    finally:
+        task.stop()
+    assert sorted(ids(first)) == [0, 1, 2]
+    task = start_source(cfg, store)
+    try:
+        rest = poll_until(task, store, lambda got: len(got) >= 6, settle=0.2)
+    finally:
+        task.stop()
+    assert sorted(ids(rest)) == [3, 4, 5, 6, 7, 8]
+
+
+def test_timestamp_mode_reads_a_timestamp_larger_than_a_batch_whole(db: Database) -> None:
+    t = make_table(db, "tsbig")
+    insert(db, t, *[(i, "x", ts(1)) for i in range(5)], (5, "y", ts(2)))
+    store = OffsetStore()
+    task = start_source(config(db, t, "timestamp", **{"timestamp.column.name": "ts",
+                                                      "batch.max.rows": "2"}), store)
+    try:
+        got = poll_until(task, store, lambda got: len(got) >= 6, settle=0.2)
+    finally:
+        task.stop()
+    assert sorted(ids(got)) == [0, 1, 2, 3, 4, 5]
+
+
+def test_timestamp_incrementing_resumes_exactly_within_a_timestamp(db: Database) -> None:
+    t = make_table(db, "tsi")
+    insert(db, t, *[(i, f"n{i}", ts(1)) for i in range(1, 11)])
+    store = OffsetStore()
+    cfg = config(db, t, "timestamp+incrementing", **{
+        "timestamp.column.name": "ts", "incrementing.column.name": "id", "batch.max.rows": "3"})
+    task = start_source(cfg, store)
+    try:
+        first = poll_until(task, store, lambda got: len(got) >= 6)
+    finally:
+        task.stop()
+    assert ids(first) == [1, 2, 3, 4, 5, 6]
+    assert store.offset({"table": t.name}) == {
+        "incrementing": 6, "timestamp": BASE_MS + 1000, "timestamp_nanos": 0}
+    # A late row with the same timestamp but a higher id, and an update to a newer timestamp.
+    insert(db, t, (11, "late", ts(1)))
+    db.execute(sa.update(t).where(t.c.id == 2).values(name="n2b", ts=ts(5)))
+    task = start_source(cfg, store)
+    try:
+        rest = poll_until(task, store, lambda got: len(got) >= 6, settle=0.2)
+        assert [(r.value["id"], r.value["name"]) for r in rest] == [
+            (7, "n7"), (8, "n8"), (9, "n9"), (10, "n10"), (11, "late"), (2, "n2b")]
+        insert(db, t, (12, "new", ts(6)))
+        live = poll_until(task, store, lambda got: len(got) >= 1, settle=0.2)
+        assert ids(live) == [12]
+    finally:
+        task.stop()
+
+
+def test_timestamp_delay_holds_back_recent_rows(db: Database) -> None:
+    t = make_table(db, "delay")
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    insert(db, t, (1, "old", ts(1)), (2, "recent", now))
+    store = OffsetStore()
+    task = start_source(config(db, t, "timestamp+incrementing", **{
+        "timestamp.column.name": "ts", "incrementing.column.name": "id",
+        "timestamp.delay.interval.ms": "3600000"}), store)
+    try:
+        got = poll_until(task, store, lambda got: len(got) >= 1, settle=0.3)
+    finally:
+        task.stop()
+    assert ids(got) == [1]
+
+
+def test_bulk_mode_reads_the_whole_table_every_interval(db: Database) -> None:
+    t = make_table(db, "bulk")
+    insert(db, t, (1, "a", ts(1)), (2, "b", ts(2)), (3, "c", ts(3)))
+    store = OffsetStore()
+    task = start_source(config(db, t, "bulk", **{"batch.max.rows": "2",
+                                                 "poll.interval.ms": "200"}), store)
+    try:
+        first = poll_until(task, store, lambda got: len(got) >= 3)
+        assert sorted(ids(first)) == [1, 2, 3]
+        insert(db, t, (4, "d", ts(4)))
+        db.execute(sa.update(t).where(t.c.id == 1).values(name="a2"))
+        second = poll_until(task, store, lambda got: len(got) >= 4)
+    finally:
+        task.stop()
+    assert sorted((r.value["id"], r.value["name"]) for r in second) == [
+        (1, "a2"), (2, "b"), (3, "c"), (4, "d")]
+
+
+def test_query_mode_appends_the_mode_condition(db: Database) -> None:
+    t = make_table(db, "query")
+    insert(db, t, (1, "a", ts(1)), (2, "skip", ts(2)), (3, "c", ts(3)))
+    store = OffsetStore()
+    cfg = {"connection.url": db.url, "mode": "incrementing", "incrementing.column.name": "id",
+           "topic.prefix": "q-topic", "poll.interval.ms": "20",
+           "query": f"SELECT id, name FROM {t.name} WHERE name <> 'skip'"}
+    task = start_source(cfg, store)
+    try:
+        got = poll_until(task, store, lambda got: len(got) >= 2)
+        insert(db, t, (4, "d", ts(4)))
+        more = poll_until(task, store, lambda got: len(got) >= 1, settle=0.2)
+    finally:
+        task.stop()
+    assert [(r.value["id"], r.value["name"]) for r in got + more] == [(1, "a"), (3, "c"), (4, "d")]
+    assert got[0].topic == "q-topic"
+    assert got[0].source_partition == {"query": cfg["query"]}
+    assert got[0].key is None
+
+
+def test_value_schema_types_and_primary_key(db: Database) -> None:
+    name = db.table_name("types")
+    table = sa.Table(
+        name, sa.MetaData(),
+        sa.Column("a", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("b", sa.String(20), primary_key=True),
+        sa.Column("big", sa.BigInteger),
+        sa.Column("price", sa.Numeric(10, 2)),
+        sa.Column("flag", sa.Boolean),
+        sa.Column("day", sa.Date),
+        sa.Column("at", TS),
+        sa.Column("ratio", sa.Double),
+        sa.Column("blob", sa.LargeBinary),
+    )
+    table.create(db.engine)
+    db.execute(sa.insert(table), [{
+        "a": 1, "b": "k", "big": 2**40, "price": decimal.Decimal("12.34"), "flag": True,
+        "day": dt.date(2024, 1, 2), "at": ts(1.5), "ratio": 0.25, "blob": b"\x00\x01"}])
+    store = OffsetStore()
+    task = start_source({"connection.url": db.url, "mode": "bulk", "topic.prefix": "",
+                         "table.whitelist": name}, store)
+    try:
+        (record,) = poll_until(task, store, lambda got: len(got) >= 1)
+    finally:
+        task.stop()
+    assert record.key == {"a": 1, "b": "k"}
+    assert [f.name for f in record.key_schema.fields] == ["a", "b"]
+    assert record.value == {"a": 1, "b": "k", "big": 2**40, "price": decimal.Decimal("12.34"),
+                            "flag": True, "day": 19724, "at": BASE_MS + 1500, "ratio": 0.25,
+                            "blob": b"\x00\x01"}
+    types = {f.name: (f.schema.type, f.schema.name) for f in record.value_schema.fields}
+    assert types["a"] == ("int32", None)
+    assert types["big"] == ("int64", None)
+    assert types["price"] == ("bytes", DECIMAL)
+    assert record.value_schema.field("price").schema.parameters == {"scale": "2"}
+    assert types["day"] == ("int32", DATE)
+    assert types["at"] == ("int64", TIMESTAMP)
+    assert types["ratio"] == ("float64", None)
+    assert types["blob"] == ("bytes", None)
+    assert not record.value_schema.field("a").schema.optional
+    assert record.value_schema.field("big").schema.optional
+
+
+def test_nullable_incrementing_column_is_refused(db: Database) -> None:
+    name = db.table_name("nullable")
+    sa.Table(name, sa.MetaData(), sa.Column("pk", sa.Integer, primary_key=True),
+             sa.Column("seq", sa.Integer, nullable=True)).create(db.engine)
+    store = OffsetStore()
+    task = start_source({"connection.url": db.url, "mode": "incrementing", "topic.prefix": "",
+                         "incrementing.column.name": "seq", "table.whitelist": name}, store)
+    try:
+        with pytest.raises(ConnectError, match="nullable"):
+            task.poll()
+    finally:
+        task.stop()
+
+
+def test_task_configs_spread_tables_and_honour_the_exclude_list(db: Database) -> None:
+    names = sorted(make_table(db, "spread").name for _ in range(3))
+    connector = JdbcSourceConnector()
+    connector.start(parse_config(JdbcSourceConfig, {
+        "connection.url": db.url, "mode": "bulk", "topic.prefix": "p-",
+        "table.include.list": ",".join(names)}))
+    assert [c["tables"] for c in connector.task_configs(2)] == [",".join(names[:2]), names[2]]
+    assert len(connector.task_configs(10)) == 3
+    connector.start(parse_config(JdbcSourceConfig, {
+        "connection.url": db.url, "mode": "bulk", "topic.prefix": "p-",
+        "table.exclude.list": names[0]}))
+    listed = ",".join(c["tables"] for c in connector.task_configs(1)).split(",")
+    assert names[0] not in listed
+    assert set(names[1:]) <= set(listed)
+
+
+def test_bad_configs_list_every_problem() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(JdbcSourceConfig, {"mode": "incrementing", "batch.max.rows": "many"})
+    assert set(info.value.problems) == {"connection.url", "topic.prefix", "batch.max.rows"}
+    with pytest.raises(ConfigError) as info:
+        parse_config(JdbcSourceConfig, {"connection.url": "jdbc:sqlite:x.db", "topic.prefix": "",
+                                        "mode": "timestamp+incrementing",
+                                        "timestamp.column.name": "ts"})
+    assert set(info.value.problems) == {"incrementing.column.name"}
