@@ -151,7 +151,15 @@ def copy_rows(conn: Connection, table: sa.Table, columns: Sequence[str],
     prep = conn.dialect.identifier_preparer
     target = prep.format_table(table)
     cols = ", ".join(prep.quote(c) for c in columns)
+    if not conn.in_transaction():
+        conn.begin()  # so that the Connection's commit() commits the COPY too
     raw = conn.connection.driver_connection
-    with raw.cursor() as cur, cur.copy(f"COPY {target} ({cols}) FROM STDIN") as copy:  # type: ignore[union-attr]
-        for row in rows:
-            copy.write_row(row)
+    sql = f"COPY {target} ({cols}) FROM STDIN"
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    try:
+        with raw.cursor() as cur, cur.copy(sql) as copy:  # type: ignore[union-attr]
+            for row in rows:
+                copy.write_row(row)
+    except dbapi_error as exc:
+        # The driver's own error, as SQLAlchemy would have wrapped it (IntegrityError...).
+        raise sa.exc.DBAPIError.instance(sql, None, exc, dbapi_error) from exc
