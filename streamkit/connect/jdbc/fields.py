@@ -13,8 +13,8 @@ a schema gets one inferred from its values (``schema.infer_value_schema``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from streamkit.connect.data import Field, Schema, SinkRecord
@@ -36,36 +36,44 @@ class Column:
     convert: Converter | None
 
 
+def _compile(columns: Sequence[Column]) -> Callable[[SinkRecord], tuple[Any, ...]]:
+    """A function from a record to its row, generated so a row costs one call: this is the
+    sink's per-record hot path. Only field names (as repr literals) enter the code."""
+    namespace: dict[str, Any] = {}
+    parts = []
+    for i, c in enumerate(columns):
+        if c.source == "value":
+            src = f"v.get({c.field!r})"
+        elif c.source == "key":
+            src = "k" if c.field is None else f"k.get({c.field!r})"
+        else:
+            src = f"r.{c.source}"
+        if c.convert is not None:
+            namespace[f"c{i}"] = c.convert
+            src = f"(None if (x{i} := {src}) is None else c{i}(x{i}))"
+        parts.append(src)
+    code = f"def extract(r):\n    v = r.value\n    k = r.key\n    return ({', '.join(parts)},)\n"
+    exec(code, namespace)
+    return namespace["extract"]  # type: ignore[no-any-return]
+
+
 @dataclass(frozen=True, slots=True)
 class RowShape:
-    """The columns one kind of record fills; ``key`` names the primary-key columns."""
+    """The columns one kind of record fills; ``key`` names the primary-key columns.
+    ``extract`` gives a record's row: its values in the order of ``columns``."""
 
     columns: tuple[Column, ...]
     key: tuple[str, ...]
+    names: tuple[str, ...] = ()
+    extract: Callable[[SinkRecord], tuple[Any, ...]] = field(default=lambda r: ())
+
+    @classmethod
+    def of(cls, columns: Sequence[Column], key: Sequence[str]) -> RowShape:
+        return cls(tuple(columns), tuple(key), tuple(c.name for c in columns), _compile(columns))
 
     @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.columns)
-
-    def row(self, record: SinkRecord) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for c in self.columns:
-            if c.source == "value":
-                v = record.value.get(c.field)
-            elif c.source == "key":
-                v = record.key if c.field is None else record.key.get(c.field)
-            elif c.source == "topic":
-                v = record.topic
-            elif c.source == "partition":
-                v = record.partition
-            else:
-                v = record.offset
-            out[c.name] = c.convert(v) if c.convert is not None and v is not None else v
-        return out
-
-    def key_row(self, record: SinkRecord) -> dict[str, Any]:
-        row = self.row(record.with_(value={}))
-        return {k: row[k] for k in self.key}
+    def signature(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return self.names, self.key
 
 
 def _struct(schema: Schema | None, value: Any, what: str) -> Schema:
@@ -127,7 +135,7 @@ def row_shape(config: JdbcSinkConfig, record: SinkRecord) -> RowShape:
                 columns.append(_column(f, "key", True))
                 key.append(name)
     if tombstone:
-        return RowShape(tuple(columns), tuple(key))
+        return RowShape.of(columns, key)
     if mode == "record_value":
         wanted = config.pk_fields or tuple(f.name for f in value_fields)
         for name in wanted:
@@ -141,4 +149,4 @@ def row_shape(config: JdbcSinkConfig, record: SinkRecord) -> RowShape:
         if included and f.name not in included and f.name not in key:
             continue
         columns.append(_column(f, "value", f.name in key))
-    return RowShape(tuple(columns), tuple(key))
+    return RowShape.of(columns, key)

@@ -57,6 +57,26 @@ def _timestamp_us(value: Any) -> int | None:
     return datetime_to_micros(value)
 
 
+def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[str], list[Any]]:
+    """Run ``stmt`` on the DBAPI cursor and fetch every row as the driver gives it: SQLAlchemy's
+    Result costs more per row than the rest of a record's making."""
+    compiled = stmt.compile(dialect=conn.dialect)
+    sql = str(compiled)
+    params: Any = compiled.construct_params(values)
+    if compiled.positional:
+        params = tuple(params[name] for name in compiled.positiontup or ())
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.execute(sql, params)
+        keys = [d[0] for d in cursor.description]
+        return keys, cursor.fetchall()
+    except dbapi_error as exc:
+        raise sa.exc.DBAPIError.instance(sql, params, exc, dbapi_error) from exc
+    finally:
+        cursor.close()
+
+
 class Querier:
     def __init__(self, engine: Engine, config: JdbcSourceConfig, *, table: str | None,
                  offset: Offset, now_ms: Callable[[], int]) -> None:
@@ -79,7 +99,7 @@ class Querier:
         self._value_schema: Schema | None = None
         self._inferred: dict[str, Schema] = {}
         self._select = ""
-        self._types: list[Any] = []
+        self._build: Callable[[Sequence[Any]], tuple[Any, Any]] | None = None
         self._bulk: tuple[Connection, CursorResult[Any]] | None = None
         q = dialects.quote
         self._inc = q(engine, config.incrementing_column_name) if config.incrementing_column_name else None
@@ -121,14 +141,12 @@ class Querier:
                         f"column {col!r} of {self._table!r} is nullable; make it NOT NULL or "
                         "set validate.non.null=false")
         columns: list[_Column] = []
-        self._types = []
         for col in table.columns:
             s = column_schema(col.type, bool(col.nullable) and not col.primary_key)
             if s is None:
                 log.warning("column %s.%s of type %s has no Connect type; left out",
                             self._table, col.name, col.type)
             columns.append(_Column(col.name, s, to_connect_converter(s) if s else None))
-            self._types.append(sa.column(col.name, dialects.read_type(col.type, self._backend)))
         self._columns = columns
         self._value_schema = Schema("struct", name=name, fields=tuple(
             Field(c.name, c.schema) for c in columns if c.schema is not None))
@@ -163,10 +181,9 @@ class Querier:
             now = dialects.db_utc_now(conn) - dt.timedelta(
                 milliseconds=self._config.timestamp_delay_interval_ms)
             values["end"] = self._bind_ts(datetime_to_micros(now))
-        stmt = sa.text(sql)
-        if self._types:
-            stmt = stmt.columns(*self._types)  # type: ignore[assignment]
-        return stmt, values
+        # Driver values as they come (no SQLAlchemy result types): the converters take them
+        # in every form the drivers give (SQLite's text timestamps, MySQL's timedelta TIME).
+        return sa.text(sql), values
 
     def poll(self) -> list[SourceRecord]:
         """The next batch; sets ``next_due_ms``. Offsets advance as the records carry them."""
@@ -181,18 +198,18 @@ class Querier:
                 ts_expr=self._ts_expr, offset=self.offset, limit=config.batch_max_rows,
                 tiebreak=self._tiebreak)
             stmt, values = self._statement(sql, params, self.offset, conn)
-            result = conn.execute(stmt, values)
-            keys = list(result.keys())
-            rows = result.fetchall()
+            keys, rows = _fetch(conn, stmt, values)
             full = len(rows) >= config.batch_max_rows
             if config.mode == "timestamp":
                 rows, offsets = self._timestamp_batch(conn, keys, rows, full)
             else:
                 offsets = self._exact_offsets(keys, rows)
         self.next_due_ms = self._now_ms() + (0 if full else config.poll_interval_ms)
-        records = self._records(keys, rows, offsets)
+        records = self._records(keys, rows, [o.to_dict() for o in offsets]
+                                if config.mode == "timestamp" else offsets)
         if offsets:
-            self.offset = offsets[-1]
+            last = offsets[-1]
+            self.offset = last if isinstance(last, Offset) else Offset.from_dict(last)
         return records
 
     def _index(self, keys: Sequence[str], name: str) -> int:
@@ -214,12 +231,19 @@ class Querier:
 
         return row_ts
 
-    def _exact_offsets(self, keys: Sequence[str], rows: Sequence[Any]) -> list[Offset]:
+    def _exact_offsets(self, keys: Sequence[str], rows: Sequence[Any]) -> list[Any]:
+        """Each row's offset, as the dict it is stored as (``Offset.to_dict``'s layout, built
+        directly: this runs once per row)."""
         inc_i = self._index(keys, self._config.incrementing_column_name)
         if self._config.mode == "incrementing":
-            return [Offset(incrementing=int(row[inc_i])) for row in rows]
+            return [{"incrementing": int(row[inc_i])} for row in rows]
         row_ts = self._row_ts(keys)
-        return [Offset(incrementing=int(row[inc_i]), timestamp_us=row_ts(row)) for row in rows]
+        out = []
+        for row in rows:
+            us = row_ts(row)
+            out.append({"incrementing": int(row[inc_i]), "timestamp": us // 1000,
+                        "timestamp_nanos": (us % 1_000_000) * 1000})
+        return out
 
     def _timestamp_batch(self, conn: Connection, keys: Sequence[str], rows: Sequence[Any],
                          full: bool) -> tuple[Sequence[Any], list[Offset]]:
@@ -230,7 +254,7 @@ class Querier:
             order = ", ".join(f"{o} ASC" for o in self._tiebreak)
             sql = f"{self._select} WHERE {self._ts_expr} = :grp" + (f" ORDER BY {order}" if order else "")
             stmt, _ = self._statement(sql, (), self.offset, conn)
-            rows = conn.execute(stmt, {"grp": self._bind_ts(stamps[0])}).fetchall()
+            _, rows = _fetch(conn, stmt, {"grp": self._bind_ts(stamps[0])})
             stamps = [row_ts(r) for r in rows]
             full = False
         n, offsets = group_offsets(stamps, self.offset, full)
@@ -256,7 +280,7 @@ class Querier:
             self.next_due_ms = self._now_ms() + self._config.poll_interval_ms
         else:
             self.next_due_ms = self._now_ms()
-        return self._records(keys, rows, [Offset()] * len(rows))
+        return self._records(keys, rows, [{}] * len(rows))
 
     def close(self) -> None:
         if self._bulk is not None:
@@ -286,31 +310,45 @@ class Querier:
             columns.append(_Column(name, s, to_connect_converter(s)))
         return columns
 
+    def _builder(self, columns: Sequence[_Column]) -> Callable[[Sequence[Any]], tuple[Any, Any]]:
+        """row -> (value, key), generated so a row costs one call: the source's hot path.
+        Only column names (as repr literals) enter the code."""
+        namespace: dict[str, Any] = {}
+
+        def expr(i: int, c: _Column) -> str:
+            if c.convert is None:
+                return f"row[{i}]"
+            namespace[f"c{i}"] = c.convert
+            return f"(None if (x{i} := row[{i}]) is None else c{i}(x{i}))"
+
+        value = ", ".join(f"{c.name!r}: {expr(i, c)}" for i, c in enumerate(columns)
+                          if c.schema is not None)
+        key = "None"
+        if self._key_indexes:
+            key = "{" + ", ".join(f"{columns[i].name!r}: {expr(i, columns[i])}"
+                                  for i in self._key_indexes) + "}"
+        exec(f"def build(row):\n    return {{{value}}}, {key}\n", namespace)
+        return namespace["build"]  # type: ignore[no-any-return]
+
     def _records(self, keys: Sequence[str], rows: Sequence[Any],
-                 offsets: Sequence[Offset]) -> list[SourceRecord]:
+                 offsets: Sequence[dict[str, int]]) -> list[SourceRecord]:
         if not rows:
             return []
-        columns = self._columns
         value_schema = self._value_schema
-        if not columns:  # query mode
+        build = self._build
+        if not self._columns:  # query mode: columns known from the result
             columns = self._query_columns(keys, rows)
             value_schema = Schema("struct", fields=tuple(
                 Field(c.name, c.schema) for c in columns if c.schema is not None))
-        mapped = [(i, c.name, c.convert) for i, c in enumerate(columns) if c.schema is not None]
-        key_idx = self._key_indexes
-        key_names = [columns[i].name for i in key_idx]
-        key_convs = [columns[i].convert for i in key_idx]
-        out = []
+            build = self._builder(columns)
+        elif build is None:
+            build = self._build = self._builder(self._columns)
         topic = self.topic
         partition = self.partition
         key_schema = self._key_schema
-        for row, offset in zip(rows, offsets, strict=False):
-            value = {name: (conv(row[i]) if conv is not None else row[i]) for i, name, conv in mapped}
-            key = None
-            if key_idx:
-                key = {n: (c(row[i]) if c is not None else row[i])
-                       for i, n, c in zip(key_idx, key_names, key_convs, strict=True)}
-            out.append(SourceRecord(
-                source_partition=partition, source_offset=offset.to_dict(), topic=topic,
-                value=value, key=key, value_schema=value_schema, key_schema=key_schema))
+        out = []
+        for row, offset in zip(rows, offsets, strict=True):
+            value, key = build(row)
+            out.append(SourceRecord(partition, offset, topic, value, key,
+                                    value_schema, key_schema))
         return out

@@ -155,15 +155,8 @@ def _to_bool(value: Any) -> Any:
     return bool(value)
 
 
-def _nullable(convert: Converter) -> Converter:
-    def convert_or_none(value: Any) -> Any:
-        return None if value is None else convert(value)
-
-    return convert_or_none
-
-
 def to_connect_converter(schema: Schema) -> Converter | None:
-    """How a driver's value becomes the Connect value of ``schema`` (None: it already is)."""
+    """How a non-null driver value becomes the Connect value of ``schema`` (None: it already is)."""
     convert: Converter | None
     if schema.name == TIMESTAMP:
         convert = _timestamp_to_connect
@@ -183,7 +176,7 @@ def to_connect_converter(schema: Schema) -> Converter | None:
         convert = float  # MySQL's DOUBLE reads as Decimal
     else:
         return None
-    return _nullable(convert)
+    return convert
 
 
 def _timestamp_to_db(value: Any) -> Any:
@@ -224,15 +217,15 @@ def _decimal_to_db(scale: int) -> Converter:
 
 
 def to_db_converter(schema: Schema) -> Converter | None:
-    """How a Connect value of ``schema`` becomes what the driver binds (None: as it is)."""
+    """How a non-null Connect value of ``schema`` becomes what the driver binds (None: as it is)."""
     if schema.name == TIMESTAMP:
-        return _nullable(_timestamp_to_db)
+        return _timestamp_to_db
     if schema.name == DATE:
-        return _nullable(_date_to_db)
+        return _date_to_db
     if schema.name == TIME:
-        return _nullable(_time_to_db)
+        return _time_to_db
     if schema.name == DECIMAL:
-        return _nullable(_decimal_to_db(int((schema.parameters or {}).get("scale", "0"))))
+        return _decimal_to_db(int((schema.parameters or {}).get("scale", "0")))
     if schema.type in ("struct", "map", "array"):
         raise DataError(f"a {schema.type} cannot be written to a column; flatten it first "
                         "(e.g. with the Flatten or ExtractField transform)")

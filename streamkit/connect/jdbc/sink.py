@@ -67,23 +67,26 @@ class _Run:
 
     delete: bool
     shape: RowShape
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 @dataclass
 class _Buffer:
     writer: TableWriter
     runs: list[_Run] = field(default_factory=list)
-    size: int = 0
 
-    def add(self, delete: bool, shape: RowShape, row: dict[str, Any]) -> None:
+    @property
+    def size(self) -> int:
+        return sum(len(run.rows) for run in self.runs)
+
+    def rows_for(self, delete: bool, shape: RowShape) -> list[tuple[Any, ...]]:
+        """The list to append rows of this kind and shape to (a new run when it changes)."""
         last = self.runs[-1] if self.runs else None
-        if last is None or last.delete != delete or (last.shape.names, last.shape.key) != (
-                shape.names, shape.key):
+        if last is None or last.delete != delete or (
+                last.shape is not shape and last.shape.signature != shape.signature):
             last = _Run(delete, shape)
             self.runs.append(last)
-        last.rows.append(row)
-        self.size += 1
+        return last.rows
 
     def write(self, conn: Connection) -> None:
         for run in self.runs:
@@ -92,7 +95,6 @@ class _Buffer:
             else:
                 self.writer.write(conn, run.shape, run.rows)
         self.runs.clear()
-        self.size = 0
 
 
 class JdbcSinkTask(SinkTask):
@@ -129,36 +131,54 @@ class JdbcSinkTask(SinkTask):
         self._shapes[cache_key] = (ks, vs, shape)
         return shape
 
-    def _table_name(self, topic: str) -> str:
-        assert self._table_format is not None
-        return self._table_format.safe_substitute(topic=topic)
-
-    def _add(self, record: SinkRecord) -> None:
-        assert self._config is not None
-        if record.value is None and not self._config.delete_enabled:
-            return
-        if record.value is not None and not isinstance(record.value, dict):
-            raise DataError(f"the record value at {record.topic}-{record.partition}@"
-                            f"{record.offset} must be a struct (dict), not "
-                            f"{type(record.value).__name__}")
-        name = self._table_name(record.topic)
+    def _buffer(self, topic: str) -> _Buffer:
+        assert self._table_format is not None and self._config is not None
+        name = self._table_format.safe_substitute(topic=topic)
         buffer = self._buffers.get(name)
         if buffer is None:
             writer = self._writers.get(name)
             if writer is None:
                 writer = self._writers[name] = TableWriter(self._config, name)
             buffer = self._buffers[name] = _Buffer(writer)
-        shape = self._shape(record)
-        if record.value is None:
-            buffer.add(True, shape, shape.key_row(record))
-        else:
-            buffer.add(False, shape, shape.row(record))
+        return buffer
+
+    def _add(self, records: Sequence[SinkRecord]) -> None:
+        """Buffer the rows of ``records``. This is the per-record path: while topic and
+        schemas stay those of the record before, a record costs one ``extract`` and an append."""
+        assert self._config is not None
+        delete_enabled = self._config.delete_enabled
+        topic: str | None = None
+        key_schema: Any = None
+        value_schema: Any = None
+        extract: Any = None
+        append: Any = None
+        for record in records:
+            value = record.value
+            if (record.topic == topic and record.value_schema is value_schema
+                    and record.key_schema is key_schema and isinstance(value, dict)):
+                append(extract(record))
+                continue
+            if value is None:
+                if not delete_enabled:
+                    continue
+            elif not isinstance(value, dict):
+                raise DataError(f"the record value at {record.topic}-{record.partition}@"
+                                f"{record.offset} must be a struct (dict), not "
+                                f"{type(value).__name__}")
+            shape = self._shape(record)
+            rows = self._buffer(record.topic).rows_for(value is None, shape)
+            if value is None or record.value_schema is None:
+                topic = None  # tombstones and schemaless records take this path each time
+                rows.append(shape.extract(record))
+                continue
+            topic, key_schema, value_schema = record.topic, record.key_schema, record.value_schema
+            extract, append = shape.extract, rows.append
+            append(extract(record))
 
     def _rebuild(self) -> None:
         """Back to 'nothing written since the last commit': buffer those records again."""
         self._buffers.clear()
-        for record in self._uncommitted:
-            self._add(record)
+        self._add(self._uncommitted)
 
     # -- I/O ---------------------------------------------------------------------------------
 
@@ -185,8 +205,7 @@ class JdbcSinkTask(SinkTask):
     def put(self, records: Sequence[SinkRecord]) -> None:
         assert self._config is not None
         try:
-            for record in records:
-                self._add(record)
+            self._add(records)
             for buffer in self._buffers.values():
                 if buffer.size >= self._config.batch_size:
                     buffer.write(self._connection())

@@ -122,33 +122,39 @@ class TableWriter:
         self._statements[cache_key] = stmt
         return stmt
 
-    def write(self, conn: Connection, shape: RowShape, rows: list[dict[str, Any]]) -> None:
+    def write(self, conn: Connection, shape: RowShape, rows: list[tuple[Any, ...]]) -> None:
+        """Write rows (values in ``shape.names`` order) per ``insert.mode``."""
         table = self.ensure(conn, shape)
         mode = self._config.insert_mode
+        names = shape.names
         if mode == "insert":
             if dialects.supports_copy(conn.dialect.name):
-                names = shape.names
-                dialects.copy_rows(conn, table, names, (tuple(r[n] for n in names) for r in rows))
+                dialects.copy_rows(conn, table, names, rows)
             else:
-                conn.execute(self._statement(conn, "insert", shape), rows)
-        elif mode == "upsert":
-            if len(shape.key) and len(rows) > 1:
+                conn.execute(self._statement(conn, "insert", shape),
+                             [dict(zip(names, r, strict=True)) for r in rows])
+            return
+        key_at = [names.index(k) for k in shape.key]
+        if mode == "upsert":
+            if len(rows) > 1:
                 # One statement may not touch a row twice (PostgreSQL); the last write wins.
-                last = {tuple(r[k] for k in shape.key): r for r in rows}
-                rows = list(last.values())
-            conn.execute(self._statement(conn, "upsert", shape), rows)
-        else:
-            if len(shape.names) == len(shape.key):
-                return  # nothing but the key: nothing to update
-            params = [{**{f"k_{i}": r[k] for i, k in enumerate(shape.key)},
-                       **{f"v_{i}": r[n] for i, n in enumerate(shape.names) if n not in shape.key}}
-                      for r in rows]
-            conn.execute(self._statement(conn, "update", shape), params)
+                rows = list({tuple(r[i] for i in key_at): r for r in rows}.values())
+            conn.execute(self._statement(conn, "upsert", shape),
+                         [dict(zip(names, r, strict=True)) for r in rows])
+            return
+        value_at = [i for i, n in enumerate(names) if n not in shape.key]
+        if not value_at:
+            return  # nothing but the key: nothing to update
+        params = [{**{f"k_{j}": r[i] for j, i in enumerate(key_at)},
+                   **{f"v_{i}": r[i] for i in value_at}} for r in rows]
+        conn.execute(self._statement(conn, "update", shape), params)
 
-    def delete(self, conn: Connection, shape: RowShape, keys: list[dict[str, Any]]) -> None:
+    def delete(self, conn: Connection, shape: RowShape, keys: list[tuple[Any, ...]]) -> None:
+        """Delete the rows of these keys (values in ``shape.key`` order)."""
         if self._table is None:
             self._table = self._reflect(conn)
             if self._table is None:
                 return  # no table, no row to delete
-        params = [{f"k_{i}": r[k] for i, k in enumerate(shape.key)} for r in keys]
+        key_at = [shape.names.index(k) for k in shape.key]
+        params = [{f"k_{j}": r[i] for j, i in enumerate(key_at)} for r in keys]
         conn.execute(self._statement(conn, "delete", shape), params)
