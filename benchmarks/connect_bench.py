@@ -4,7 +4,7 @@ Sink: ``--rows`` SinkRecords (id, name, price Decimal, at Timestamp, qty) writte
 JdbcSinkTask (insert.mode=insert, which uses COPY; batch.size 10000; put then flush) versus
 raw psycopg ``COPY ... FROM STDIN`` of the same rows as ready-made tuples. The records exist
 before the clock starts, as they would after the runtime's converter. Also printed, for
-information: insert.mode=upsert (INSERT ... ON CONFLICT through executemany).
+information: insert.mode=upsert (COPY into a staging table, then INSERT ... ON CONFLICT).
 
 Source: JdbcSourceTask in incrementing mode (batch.max.rows 10000, ordered LIMIT queries)
 turning the table into SourceRecords, versus a raw ``SELECT *`` fetched with psycopg.
@@ -180,7 +180,7 @@ def main() -> None:
     print("sink into PostgreSQL")
     line("raw psycopg COPY", raw_copy)
     line("JdbcSinkTask insert.mode=insert (COPY)", sink, raw_copy)
-    line("JdbcSinkTask insert.mode=upsert (executemany)", upsert, raw_copy)
+    line("JdbcSinkTask insert.mode=upsert (COPY+ON CONFLICT)", upsert, raw_copy)
     print("source out of PostgreSQL")
     line("raw psycopg SELECT * fetchall", raw_select)
     line("JdbcSourceTask mode=incrementing", source, raw_select)

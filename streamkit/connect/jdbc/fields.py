@@ -20,7 +20,13 @@ from typing import Any, Literal
 from streamkit.connect.data import Field, Schema, SinkRecord
 from streamkit.connect.errors import ConfigError, DataError
 from streamkit.connect.jdbc.config import JdbcSinkConfig
-from streamkit.connect.jdbc.schema import Converter, infer_value_schema, to_db_converter
+from streamkit.connect.jdbc.schema import (
+    INLINE_GLOBALS,
+    Converter,
+    infer_value_schema,
+    inline_expression,
+    to_db_converter,
+)
 
 __all__ = ["Column", "RowShape", "row_shape"]
 
@@ -39,7 +45,7 @@ class Column:
 def _compile(columns: Sequence[Column]) -> Callable[[SinkRecord], tuple[Any, ...]]:
     """A function from a record to its row, generated so a row costs one call: this is the
     sink's per-record hot path. Only field names (as repr literals) enter the code."""
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = dict(INLINE_GLOBALS)
     parts = []
     for i, c in enumerate(columns):
         if c.source == "value":
@@ -50,7 +56,8 @@ def _compile(columns: Sequence[Column]) -> Callable[[SinkRecord], tuple[Any, ...
             src = f"r.{c.source}"
         if c.convert is not None:
             namespace[f"c{i}"] = c.convert
-            src = f"(None if (x{i} := {src}) is None else c{i}(x{i}))"
+            converted = inline_expression(c.convert, f"x{i}", f"c{i}")
+            src = f"(None if (x{i} := {src}) is None else {converted})"
         parts.append(src)
     code = f"def extract(r):\n    v = r.value\n    k = r.key\n    return ({', '.join(parts)},)\n"
     exec(code, namespace)

@@ -23,10 +23,12 @@ from streamkit.connect.jdbc import dialects
 from streamkit.connect.jdbc.config import JdbcSourceConfig
 from streamkit.connect.jdbc.offsets import Offset, build_query, group_offsets
 from streamkit.connect.jdbc.schema import (
+    INLINE_GLOBALS,
     Converter,
     column_schema,
     datetime_to_micros,
     infer_value_schema,
+    inline_expression,
     to_connect_converter,
 )
 
@@ -313,13 +315,14 @@ class Querier:
     def _builder(self, columns: Sequence[_Column]) -> Callable[[Sequence[Any]], tuple[Any, Any]]:
         """row -> (value, key), generated so a row costs one call: the source's hot path.
         Only column names (as repr literals) enter the code."""
-        namespace: dict[str, Any] = {}
+        namespace: dict[str, Any] = dict(INLINE_GLOBALS)
 
         def expr(i: int, c: _Column) -> str:
             if c.convert is None:
                 return f"row[{i}]"
             namespace[f"c{i}"] = c.convert
-            return f"(None if (x{i} := row[{i}]) is None else c{i}(x{i}))"
+            converted = inline_expression(c.convert, f"x{i}", f"c{i}")
+            return f"(None if (x{i} := row[{i}]) is None else {converted})"
 
         value = ", ".join(f"{c.name!r}: {expr(i, c)}" for i, c in enumerate(columns)
                           if c.schema is not None)

@@ -32,10 +32,12 @@ from streamkit.connect.data import DATE, DECIMAL, TIME, TIMESTAMP, Field, Schema
 from streamkit.connect.errors import DataError
 
 __all__ = [
+    "INLINE_GLOBALS",
     "Converter",
     "column_schema",
     "datetime_to_micros",
     "infer_value_schema",
+    "inline_expression",
     "micros_to_datetime",
     "to_connect_converter",
     "to_db_converter",
@@ -110,6 +112,21 @@ def column_schema(type_: sat.TypeEngine[Any], nullable: bool) -> Schema | None:
     return s.as_optional() if nullable else s
 
 
+# Generated per-row code (querier._builder) inlines the common case of a converter: ``{x}`` is
+# the value (not None), ``{c}`` the converter for every other case.
+_INLINE: dict[Converter, str] = {}
+# PostgreSQL and MySQL give a DECIMAL column's values at the column's scale already.
+_DECIMAL_INLINE = "({x} if {x}.__class__ is Decimal else {c}({x}))"
+INLINE_GLOBALS = {"Decimal": decimal.Decimal, "datetime": dt.datetime, "EPOCH": _EPOCH,
+                  "MS": _MS, "timedelta": dt.timedelta}
+
+
+def inline_expression(convert: Converter, x: str, c: str) -> str:
+    """``convert(x)`` as an expression for generated code (``c`` names ``convert``)."""
+    template = _INLINE.get(convert, "{c}({x})")
+    return template.format(x=x, c=c)
+
+
 def _timestamp_to_connect(value: Any) -> Any:
     if isinstance(value, str):
         value = dt.datetime.fromisoformat(value)
@@ -140,11 +157,17 @@ def _decimal_to_connect(scale: int) -> Converter:
             value = decimal.Decimal(str(value))
         return value.quantize(quantum)
 
+    _INLINE[convert] = _DECIMAL_INLINE
     return convert
 
 
 def _to_str(value: Any) -> Any:
     return value if isinstance(value, str) else str(value)
+
+
+_INLINE[_timestamp_to_connect] = (
+    "(({x} - EPOCH) // MS if {x}.__class__ is datetime and {x}.tzinfo is None else {c}({x}))")
+_INLINE[_to_str] = "({x} if {x}.__class__ is str else {c}({x}))"
 
 
 def _to_bytes(value: Any) -> Any:
@@ -187,6 +210,9 @@ def _timestamp_to_db(value: Any) -> Any:
     raise DataError(f"a Timestamp value must be milliseconds or a datetime, not {value!r}")
 
 
+_INLINE[_timestamp_to_db] = "(EPOCH + timedelta(0, 0, 0, {x}) if {x}.__class__ is int else {c}({x}))"
+
+
 def _date_to_db(value: Any) -> Any:
     if isinstance(value, int):
         return _EPOCH_DATE + dt.timedelta(days=value)
@@ -213,6 +239,7 @@ def _decimal_to_db(scale: int) -> Converter:
             return decimal.Decimal(str(value))
         raise DataError(f"a Decimal value must be a Decimal, bytes or a number, not {value!r}")
 
+    _INLINE[convert] = _DECIMAL_INLINE
     return convert
 
 

@@ -6,7 +6,8 @@ nullable so that rows already in the table stay valid. Neither drops nor alters 
 On MySQL/MariaDB DDL commits the open transaction, as it always does there.
 
 Writes are one ``executemany`` per batch (PyMySQL folds an INSERT's rows into one statement;
-psycopg pipelines them), except plain inserts on PostgreSQL, which use ``COPY``.
+psycopg pipelines them), except inserts and upserts on PostgreSQL, which use ``COPY`` (upserts
+through a staging table, see ``dialects.copy_upsert``).
 """
 
 from __future__ import annotations
@@ -139,6 +140,9 @@ class TableWriter:
             if len(rows) > 1:
                 # One statement may not touch a row twice (PostgreSQL); the last write wins.
                 rows = list({tuple(r[i] for i in key_at): r for r in rows}.values())
+            if dialects.supports_copy(conn.dialect.name):
+                dialects.copy_upsert(conn, table, names, shape.key, rows)
+                return
             conn.execute(self._statement(conn, "upsert", shape),
                          [dict(zip(names, r, strict=True)) for r in rows])
             return
