@@ -62,7 +62,7 @@ def db_utc_now(conn: Connection) -> dt.datetime:
         sql = "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')"
     else:
         return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    value = conn.exec_driver_sql(sql).scalar_one()
+    value: dt.datetime | str = conn.exec_driver_sql(sql).scalar_one()
     if isinstance(value, str):
         value = dt.datetime.fromisoformat(value)
     return value.replace(tzinfo=None) if value.tzinfo is None else (

@@ -59,7 +59,7 @@ def _timestamp_us(value: Any) -> int | None:
     return datetime_to_micros(value)
 
 
-def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[str], list[Any]]:
+def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[str], Sequence[Any]]:
     """Run ``stmt`` on the DBAPI cursor and fetch every row as the driver gives it: SQLAlchemy's
     Result costs more per row than the rest of a record's making."""
     compiled = stmt.compile(dialect=conn.dialect)
@@ -71,7 +71,7 @@ def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[st
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
     try:
         cursor.execute(sql, params)
-        keys = [d[0] for d in cursor.description]
+        keys: list[str] = [d[0] for d in cursor.description]
         return keys, cursor.fetchall()
     except dbapi_error as exc:
         raise sa.exc.DBAPIError.instance(sql, params, exc, dbapi_error) from exc
@@ -143,12 +143,12 @@ class Querier:
                         f"column {col!r} of {self._table!r} is nullable; make it NOT NULL or "
                         "set validate.non.null=false")
         columns: list[_Column] = []
-        for col in table.columns:
-            s = column_schema(col.type, bool(col.nullable) and not col.primary_key)
+        for column in table.columns:
+            s = column_schema(column.type, bool(column.nullable) and not column.primary_key)
             if s is None:
                 log.warning("column %s.%s of type %s has no Connect type; left out",
-                            self._table, col.name, col.type)
-            columns.append(_Column(col.name, s, to_connect_converter(s) if s else None))
+                            self._table, column.name, column.type)
+            columns.append(_Column(column.name, s, to_connect_converter(s) if s else None))
         self._columns = columns
         self._value_schema = Schema("struct", name=name, fields=tuple(
             Field(c.name, c.schema) for c in columns if c.schema is not None))
@@ -207,11 +207,9 @@ class Querier:
             else:
                 offsets = self._exact_offsets(keys, rows)
         self.next_due_ms = self._now_ms() + (0 if full else config.poll_interval_ms)
-        records = self._records(keys, rows, [o.to_dict() for o in offsets]
-                                if config.mode == "timestamp" else offsets)
+        records = self._records(keys, rows, offsets)
         if offsets:
-            last = offsets[-1]
-            self.offset = last if isinstance(last, Offset) else Offset.from_dict(last)
+            self.offset = Offset.from_dict(offsets[-1])
         return records
 
     def _index(self, keys: Sequence[str], name: str) -> int:
@@ -233,7 +231,7 @@ class Querier:
 
         return row_ts
 
-    def _exact_offsets(self, keys: Sequence[str], rows: Sequence[Any]) -> list[Any]:
+    def _exact_offsets(self, keys: Sequence[str], rows: Sequence[Any]) -> list[dict[str, int]]:
         """Each row's offset, as the dict it is stored as (``Offset.to_dict``'s layout, built
         directly: this runs once per row)."""
         inc_i = self._index(keys, self._config.incrementing_column_name)
@@ -248,7 +246,7 @@ class Querier:
         return out
 
     def _timestamp_batch(self, conn: Connection, keys: Sequence[str], rows: Sequence[Any],
-                         full: bool) -> tuple[Sequence[Any], list[Offset]]:
+                         full: bool) -> tuple[Sequence[Any], list[dict[str, int]]]:
         row_ts = self._row_ts(keys)
         stamps = [row_ts(r) for r in rows]
         if full and stamps and stamps[0] == stamps[-1]:
@@ -260,7 +258,7 @@ class Querier:
             stamps = [row_ts(r) for r in rows]
             full = False
         n, offsets = group_offsets(stamps, self.offset, full)
-        return rows[:n], offsets
+        return rows[:n], [o.to_dict() for o in offsets]
 
     def _poll_bulk(self) -> list[SourceRecord]:
         if self._bulk is None:
