@@ -296,3 +296,75 @@ def test_bad_configs_list_every_problem() -> None:
                                         "mode": "timestamp+incrementing",
                                         "timestamp.column.name": "ts"})
     assert set(info.value.problems) == {"incrementing.column.name"}
+
+
+def test_several_timestamp_columns_use_the_first_that_is_set(db: Database) -> None:
+    name = db.table_name("coalesce")
+    table = sa.Table(
+        name, sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("modified", TS, nullable=True),
+        sa.Column("created", TS, nullable=False),
+    )
+    table.create(db.engine)
+    db.execute(sa.insert(table), [{"id": 1, "modified": None, "created": ts(1)},
+                                  {"id": 2, "modified": ts(5), "created": ts(2)},
+                                  {"id": 3, "modified": None, "created": ts(3)}])
+    store = OffsetStore()
+    task = start_source({"connection.url": db.url, "mode": "timestamp+incrementing",
+                         "topic.prefix": "", "table.whitelist": name, "poll.interval.ms": "20",
+                         "incrementing.column.name": "id",
+                         "timestamp.column.name": "modified,created"}, store)
+    try:
+        got = poll_until(task, store, lambda got: len(got) >= 3)
+        assert ids(got) == [1, 3, 2]  # ordered by COALESCE(modified, created)
+        assert got[-1].source_offset["timestamp"] == BASE_MS + 5000
+        db.execute(sa.update(table).where(table.c.id == 1).values(modified=ts(6)))
+        more = poll_until(task, store, lambda got: len(got) >= 1, settle=0.2)
+        assert ids(more) == [1]
+    finally:
+        task.stop()
+
+
+def test_a_table_without_primary_key_gives_records_without_key(db: Database) -> None:
+    name = db.table_name("nokey")
+    table = sa.Table(name, sa.MetaData(), sa.Column("seq", sa.Integer, nullable=False),
+                     sa.Column("note", sa.String(20)))
+    table.create(db.engine)
+    db.execute(sa.insert(table), [{"seq": 1, "note": "a"}, {"seq": 2, "note": "b"}])
+    store = OffsetStore()
+    task = start_source({"connection.url": db.url, "mode": "incrementing", "topic.prefix": "",
+                         "incrementing.column.name": "seq", "table.whitelist": name,
+                         "poll.interval.ms": "20"}, store)
+    try:
+        got = poll_until(task, store, lambda got: len(got) >= 2)
+    finally:
+        task.stop()
+    assert [(r.key, r.key_schema, r.value) for r in got] == [
+        (None, None, {"seq": 1, "note": "a"}), (None, None, {"seq": 2, "note": "b"})]
+
+
+def test_table_types_view_reads_views(db: Database) -> None:
+    t = make_table(db, "base")
+    view = db.table_name("view")
+    db.execute(f"CREATE VIEW {view} AS SELECT id, name, ts FROM {t.name} WHERE id > 1")
+    try:
+        insert(db, t, (1, "hidden", ts(1)), (2, "shown", ts(2)))
+        connector = JdbcSourceConnector()
+        connector.start(parse_config(JdbcSourceConfig, {
+            "connection.url": db.url, "mode": "incrementing", "topic.prefix": "v-",
+            "incrementing.column.name": "id", "table.types": "VIEW"}))
+        listed = ",".join(c["tables"] for c in connector.task_configs(1)).split(",")
+        assert view in listed and t.name not in listed
+        store = OffsetStore()
+        task = start_source({"connection.url": db.url, "mode": "incrementing",
+                             "topic.prefix": "v-", "incrementing.column.name": "id",
+                             "table.whitelist": view, "validate.non.null": "false",
+                             "poll.interval.ms": "20"}, store)
+        try:
+            got = poll_until(task, store, lambda got: len(got) >= 1, settle=0.2)
+        finally:
+            task.stop()
+        assert [(r.topic, r.value["name"]) for r in got] == [(f"v-{view}", "shown")]
+    finally:
+        db.execute(f"DROP VIEW {view}")
