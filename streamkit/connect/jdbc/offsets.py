@@ -16,6 +16,11 @@ The queries (Confluent's, with ``ts`` the timestamp column or ``COALESCE`` of se
 transaction commits late with an older timestamp is picked up if it commits within the delay.
 Each query takes at most ``batch.max.rows`` (LIMIT) and the next one starts after the last
 row delivered, so no cursor stays open between polls.
+
+As in Confluent's connector, incrementing mode trusts that ids become visible in increasing
+order; with concurrent writers whose transactions commit out of id order, use
+timestamp+incrementing with a ``timestamp.delay.interval.ms`` longer than those transactions.
+In timestamp mode, rows sharing a timestamp are delivered together (see ``group_offsets``).
 """
 
 from __future__ import annotations

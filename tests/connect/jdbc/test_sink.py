@@ -291,3 +291,14 @@ def test_bad_sink_configs_are_refused() -> None:
         parse_config(JdbcSinkConfig, {"connection.url": "x", "insert.mode": "merge",
                                       "batch.size": "0"})
     assert set(info.value.problems) == {"insert.mode", "batch.size"}
+
+
+def test_pk_mode_none_appends_rows_to_a_table_without_key(db: Database) -> None:
+    topic = db.table_name("append")
+    task = sink(db, **{"auto.create": "true"})
+    try:
+        write(task, record(0, 1, "a", topic=topic), record(1, 1, "a", topic=topic))
+    finally:
+        task.stop()
+    assert names(db, topic) == [(1, "a"), (1, "a")]
+    assert sa.inspect(db.engine).get_pk_constraint(topic)["constrained_columns"] == []
