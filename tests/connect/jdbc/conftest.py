@@ -36,19 +36,33 @@ def _servers() -> Iterator[dict[str, str | None]]:
         yield urls
 
 
+def _open(kind: str, tmp_path: Path, servers: dict[str, str | None]) -> Database:
+    if kind == "sqlite":
+        return Database.open(kind, f"sqlite:///{tmp_path / 'test.db'}")
+    found = servers[kind]
+    require_service(found is not None, f"{kind} (set STREAMKIT_TEST_"
+                    f"{'POSTGRES' if kind == 'postgresql' else 'MYSQL'}_URL or start Docker)")
+    assert found is not None
+    return Database.open(kind, found)
+
+
 @pytest.fixture(params=["postgresql", "mariadb", "sqlite"])
 def db(request: pytest.FixtureRequest, tmp_path: Path,
        _servers: dict[str, str | None]) -> Iterator[Database]:
-    kind = request.param
-    if kind == "sqlite":
-        url = f"sqlite:///{tmp_path / 'test.db'}"
-    else:
-        found = _servers[kind]
-        require_service(found is not None, f"{kind} (set STREAMKIT_TEST_"
-                        f"{'POSTGRES' if kind == 'postgresql' else 'MYSQL'}_URL or start Docker)")
-        assert found is not None
-        url = found
-    database = Database.open(kind, url)
+    """Each database in turn."""
+    database = _open(request.param, tmp_path, _servers)
+    try:
+        yield database
+    finally:
+        database.drop_created()
+        database.engine.dispose()
+
+
+@pytest.fixture(params=["postgresql", "mariadb"])
+def server_db(request: pytest.FixtureRequest, tmp_path: Path,
+              _servers: dict[str, str | None]) -> Iterator[Database]:
+    """The databases behind a server connection (that a test can cut)."""
+    database = _open(request.param, tmp_path, _servers)
     try:
         yield database
     finally:

@@ -255,9 +255,8 @@ def test_a_duplicate_key_in_insert_mode_fails_the_task(db: Database) -> None:
     assert names(db, topic) == [(1, "a")]  # the failed transaction left nothing behind
 
 
-def test_a_lost_connection_is_retried_without_losing_records(db: Database) -> None:
-    if db.kind == "sqlite":
-        pytest.skip("SQLite has no server connection to lose")
+def test_a_lost_connection_is_retried_without_losing_records(server_db: Database) -> None:
+    db = server_db
     topic = db.table_name("lost")
     task = sink(db, **{"auto.create": "true", "pk.mode": "record_key", "insert.mode": "upsert",
                        "batch.size": "1"})
