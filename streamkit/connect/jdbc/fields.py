@@ -28,7 +28,7 @@ from streamkit.connect.jdbc.schema import (
     to_db_converter,
 )
 
-__all__ = ["Column", "RowShape", "row_shape"]
+__all__ = ["Column", "RowShape", "row_shape", "shape_key"]
 
 KAFKA_PK = ("__connect_topic", "__connect_partition", "__connect_offset")
 
@@ -157,3 +157,30 @@ def row_shape(config: JdbcSinkConfig, record: SinkRecord) -> RowShape:
             continue
         columns.append(_column(f, "value", f.name in key))
     return RowShape.of(columns, key)
+
+
+def _fingerprint(schema: Schema | None) -> Any:
+    if schema is None:
+        return None
+    return (schema.type, schema.optional, schema.name,
+            tuple(sorted((schema.parameters or {}).items())),
+            tuple((f.name, _fingerprint(f.schema)) for f in schema.fields))
+
+
+def _value_types(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple((k, type(v)) for k, v in value.items())
+    return type(value)
+
+
+def shape_key(record: SinkRecord) -> Any:
+    """What ``row_shape`` depends on, hashable: equal keys give equal shapes. Schemas count by
+    content (a converter may build a new Schema object per record), schemaless values by their
+    field names and value types."""
+    key = (_fingerprint(record.key_schema) if record.key_schema is not None
+           else _value_types(record.key))
+    if record.value is None:
+        return key, None
+    if record.value_schema is None:
+        return key, ("schemaless", _value_types(record.value))
+    return key, _fingerprint(record.value_schema)

@@ -31,13 +31,16 @@ from streamkit.connect.data import SinkRecord
 from streamkit.connect.errors import ConnectError, DataError, RetriableError
 from streamkit.connect.jdbc import dialects
 from streamkit.connect.jdbc.config import JdbcSinkConfig, parse_config, to_task_config
-from streamkit.connect.jdbc.fields import RowShape, row_shape
+from streamkit.connect.jdbc.fields import RowShape, row_shape, shape_key
 from streamkit.connect.jdbc.urls import to_sqlalchemy_url
 from streamkit.connect.jdbc.writer import TableWriter
 
 __all__ = ["JdbcSinkConnector", "JdbcSinkTask"]
 
 log = logging.getLogger(__name__)
+
+# Shapes remembered per task; a stream of ever-new schemas only costs regeneration.
+_MAX_SHAPES = 1024
 
 
 class JdbcSinkConnector(SinkConnector):
@@ -106,7 +109,8 @@ class JdbcSinkTask(SinkTask):
         self._writers: dict[str, TableWriter] = {}
         self._buffers: dict[str, _Buffer] = {}
         self._uncommitted: list[SinkRecord] = []
-        self._shapes: dict[tuple[int, int, bool], tuple[Any, Any, RowShape]] = {}
+        self._by_identity: dict[tuple[int, int, bool], tuple[Any, Any, RowShape]] = {}
+        self._by_content: dict[Any, RowShape] = {}
         self._table_format: Template | None = None
 
     def start(self, config: Mapping[str, str]) -> None:
@@ -119,16 +123,25 @@ class JdbcSinkTask(SinkTask):
     # -- buffering (no I/O) ----------------------------------------------------------------
 
     def _shape(self, record: SinkRecord) -> RowShape:
+        """The record's shape: by the identity of its schemas when seen just before, else by
+        their content, so a shape's code is generated once per distinct schema."""
         assert self._config is not None
         ks, vs = record.key_schema, record.value_schema
-        if vs is None and record.value is not None:
-            return row_shape(self._config, record)  # schemaless: per record
-        cache_key = (id(ks), id(vs), record.value is None)
-        hit = self._shapes.get(cache_key)
-        if hit is not None and hit[0] is ks and hit[1] is vs:
+        by_id = (id(ks), id(vs), record.value is None)
+        hit = self._by_identity.get(by_id)
+        if hit is not None and hit[0] is ks and hit[1] is vs and vs is not None:
             return hit[2]
-        shape = row_shape(self._config, record)
-        self._shapes[cache_key] = (ks, vs, shape)
+        key = shape_key(record)
+        shape = self._by_content.get(key)
+        if shape is None:
+            shape = row_shape(self._config, record)
+            if len(self._by_content) >= _MAX_SHAPES:
+                self._by_content.clear()
+            self._by_content[key] = shape
+        if vs is not None:
+            if len(self._by_identity) >= _MAX_SHAPES:
+                self._by_identity.clear()
+            self._by_identity[by_id] = (ks, vs, shape)
         return shape
 
     def _buffer(self, topic: str) -> _Buffer:

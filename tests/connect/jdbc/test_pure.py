@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from streamkit.connect.data import DECIMAL, Field, Schema, SinkRecord
 from streamkit.connect.errors import ConfigError
+from streamkit.connect.jdbc.fields import shape_key
 from streamkit.connect.jdbc.offsets import Offset, build_query, group_offsets
 from streamkit.connect.jdbc.urls import to_sqlalchemy_url
 
@@ -67,3 +69,19 @@ def test_group_offsets_never_end_a_batch_inside_a_timestamp() -> None:
     n, offsets = group_offsets([1, 1, 2], Offset(), full=False)
     assert n == 3
     assert [o.timestamp_us for o in offsets] == [None, 1, 2]
+
+
+def test_equal_schemas_in_new_objects_share_one_shape_key() -> None:
+    def schema() -> Schema:
+        return Schema("struct", fields=(Field("id", Schema("int64")), Field(
+            "price", Schema("bytes", name=DECIMAL, parameters={"scale": "2"}))))
+
+    def rec(value_schema: Schema | None, value: dict) -> SinkRecord:
+        return SinkRecord(topic="t", partition=0, offset=0, key=None, value=value,
+                          value_schema=value_schema)
+
+    assert shape_key(rec(schema(), {})) == shape_key(rec(schema(), {}))
+    other = Schema("struct", fields=(Field("id", Schema("int32")),))
+    assert shape_key(rec(schema(), {})) != shape_key(rec(other, {}))
+    assert shape_key(rec(None, {"a": 1})) == shape_key(rec(None, {"a": 2}))
+    assert shape_key(rec(None, {"a": 1})) != shape_key(rec(None, {"a": "x"}))
