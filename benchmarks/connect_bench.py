@@ -175,7 +175,7 @@ def main() -> None:
 
     def line(what: str, seconds: float, raw: float | None = None) -> None:
         ratio = f"   ratio {raw / seconds:.2f}" if raw else ""
-        print(f"  {what:<44} {n / seconds:>12,.0f} rows/s{ratio}")
+        print(f"  {what:<52} {n / seconds:>10,.0f} rows/s{ratio}")
 
     print("sink into PostgreSQL")
     line("raw psycopg COPY", raw_copy)
