@@ -79,6 +79,9 @@ def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[st
         cursor.close()
 
 
+_Build = Callable[..., list[SourceRecord]]
+
+
 class Querier:
     def __init__(self, engine: Engine, config: JdbcSourceConfig, *, table: str | None,
                  offset: Offset, now_ms: Callable[[], int]) -> None:
@@ -101,7 +104,7 @@ class Querier:
         self._value_schema: Schema | None = None
         self._inferred: dict[str, Schema] = {}
         self._select = ""
-        self._build: Callable[[Sequence[Any]], tuple[Any, Any]] | None = None
+        self._build: _Build | None = None
         self._bulk: tuple[Connection, CursorResult[Any]] | None = None
         q = dialects.quote
         self._inc = q(engine, config.incrementing_column_name) if config.incrementing_column_name else None
@@ -310,8 +313,9 @@ class Querier:
             columns.append(_Column(name, s, to_connect_converter(s)))
         return columns
 
-    def _builder(self, columns: Sequence[_Column]) -> Callable[[Sequence[Any]], tuple[Any, Any]]:
-        """row -> (value, key), generated so a row costs one call: the source's hot path.
+    def _builder(self, columns: Sequence[_Column]) -> _Build:
+        """(rows, offsets, ...) -> records, generated so that the loop over a batch's rows
+        runs without a call per row besides the record's own: the source's hot path.
         Only column names (as repr literals) enter the code."""
         namespace: dict[str, Any] = dict(INLINE_GLOBALS)
 
@@ -328,7 +332,10 @@ class Querier:
         if self._key_indexes:
             key = "{" + ", ".join(f"{columns[i].name!r}: {expr(i, columns[i])}"
                                   for i in self._key_indexes) + "}"
-        exec(f"def build(row):\n    return {{{value}}}, {key}\n", namespace)
+        exec("def build(rows, offsets, record, partition, topic, value_schema, key_schema):\n"
+             f"    return [record(partition, offset, topic, {{{value}}}, {key}, value_schema,"
+             " key_schema)\n"
+             "            for row, offset in zip(rows, offsets)]\n", namespace)
         return namespace["build"]  # type: ignore[no-any-return]
 
     def _records(self, keys: Sequence[str], rows: Sequence[Any],
@@ -344,12 +351,5 @@ class Querier:
             build = self._builder(columns)
         elif build is None:
             build = self._build = self._builder(self._columns)
-        topic = self.topic
-        partition = self.partition
-        key_schema = self._key_schema
-        out = []
-        for row, offset in zip(rows, offsets, strict=True):
-            value, key = build(row)
-            out.append(SourceRecord(partition, offset, topic, value, key,
-                                    value_schema, key_schema))
-        return out
+        return build(rows, offsets, SourceRecord, self.partition, self.topic, value_schema,
+                     self._key_schema)
