@@ -38,7 +38,6 @@ __all__ = [
     "datetime_to_micros",
     "infer_value_schema",
     "inline_expression",
-    "micros_to_datetime",
     "to_connect_converter",
     "to_db_converter",
 ]
@@ -61,10 +60,6 @@ def _naive_utc(value: dt.datetime) -> dt.datetime:
 
 def datetime_to_micros(value: dt.datetime) -> int:
     return (_naive_utc(value) - _EPOCH) // _US
-
-
-def micros_to_datetime(micros: int) -> dt.datetime:
-    return _EPOCH + dt.timedelta(microseconds=micros)
 
 
 def _int_schema(type_: sat.TypeEngine[Any]) -> str:
