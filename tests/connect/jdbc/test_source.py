@@ -368,3 +368,24 @@ def test_table_types_view_reads_views(db: Database) -> None:
         assert [(r.topic, r.value["name"]) for r in got] == [(f"v-{view}", "shown")]
     finally:
         db.execute(f"DROP VIEW {view}")
+
+
+def test_zoned_timestamps_are_read_as_utc(server_db: Database) -> None:
+    db = server_db
+    name = db.table_name("zoned")
+    column_type = "timestamptz" if db.kind == "postgresql" else "TIMESTAMP(6)"
+    db.execute(f"CREATE TABLE {name} (id INTEGER PRIMARY KEY, at {column_type} NOT NULL)")
+    plus_two = dt.timezone(dt.timedelta(hours=2))
+    at = dt.datetime(2024, 1, 1, 2, 0, 1, tzinfo=plus_two)  # 00:00:01 UTC
+    value = at if db.kind == "postgresql" else at.astimezone(dt.UTC).replace(tzinfo=None)
+    db.execute(f"INSERT INTO {name} VALUES (1, :at)", {"at": value})
+    store = OffsetStore()
+    task = start_source({"connection.url": db.url, "mode": "timestamp", "topic.prefix": "",
+                         "timestamp.column.name": "at", "table.whitelist": name,
+                         "poll.interval.ms": "20"}, store)
+    try:
+        (record,) = poll_until(task, store, lambda got: len(got) >= 1, settle=0.2)
+    finally:
+        task.stop()
+    assert record.value["at"] == BASE_MS + 1000
+    assert record.source_offset == {"timestamp": BASE_MS + 1000, "timestamp_nanos": 0}
