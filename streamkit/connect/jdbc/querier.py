@@ -80,6 +80,7 @@ def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[st
 
 
 _Build = Callable[..., list[SourceRecord]]
+_TS_COLUMN = "streamkit_ts"
 
 
 class Querier:
@@ -93,8 +94,6 @@ class Querier:
         self.next_due_ms = 0
         backend = engine.dialect.name
         self._backend = backend
-        # SQLite compares timestamps as text: normalise both sides to one format (ms).
-        self._precision_us = 1000 if backend == "sqlite" else 1
         self.topic = config.topic_prefix + (table or "")
         self.partition: dict[str, str] = (
             {"table": table} if table is not None else {"query": config.query})
@@ -110,8 +109,13 @@ class Querier:
         self._inc = q(engine, config.incrementing_column_name) if config.incrementing_column_name else None
         ts_cols = [q(engine, c) for c in config.timestamp_column_name]
         ts_expr = ts_cols[0] if len(ts_cols) == 1 else (f"COALESCE({', '.join(ts_cols)})" if ts_cols else None)
+        # SQLite compares timestamps as text: the query compares a normalised form (ms), and
+        # offsets are taken from that same form, selected as an extra last column, so they
+        # never disagree with the comparison (SQLite rounds microseconds to milliseconds).
+        self._extra = ""
         if ts_expr is not None and backend == "sqlite":
             ts_expr = f"strftime('%Y-%m-%d %H:%M:%f', {ts_expr})"
+            self._extra = f", {ts_expr} AS {_TS_COLUMN}"
         self._ts_expr = ts_expr
         self._tiebreak: list[str] = []
 
@@ -121,7 +125,7 @@ class Querier:
         config = self._config
         q = dialects.quote
         if self._table is None:
-            self._select = f"SELECT * FROM ({config.query}) AS streamkit_query"
+            self._select = f"SELECT *{self._extra} FROM ({config.query}) AS streamkit_query"
             self._columns = []
             return
         schema_name, name = split_table_name(self._table)
@@ -164,7 +168,8 @@ class Querier:
         self._tiebreak = [q(conn, p) for p in pk]
         src = dialects.quote(conn, name) if schema_name is None else (
             f"{q(conn, schema_name)}.{q(conn, name)}")
-        self._select = f"SELECT {', '.join(q(conn, c.name) for c in columns)} FROM {src}"
+        self._select = (f"SELECT {', '.join(q(conn, c.name) for c in columns)}{self._extra} "
+                        f"FROM {src}")
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -222,14 +227,14 @@ class Querier:
             raise ConnectError(f"the query's result has no column {name!r}") from None
 
     def _row_ts(self, keys: Sequence[str]) -> Callable[[Sequence[Any]], int]:
-        idx = [self._index(keys, c) for c in self._config.timestamp_column_name]
-        precision = self._precision_us
+        names = [_TS_COLUMN] if self._extra else self._config.timestamp_column_name
+        idx = [self._index(keys, c) for c in names]
 
         def row_ts(row: Sequence[Any]) -> int:
             for i in idx:
                 us = _timestamp_us(row[i])
                 if us is not None:
-                    return us - us % precision
+                    return us
             raise ConnectError("a row without a timestamp was read")
 
         return row_ts
@@ -345,7 +350,7 @@ class Querier:
         value_schema = self._value_schema
         build = self._build
         if not self._columns:  # query mode: columns known from the result
-            columns = self._query_columns(keys, rows)
+            columns = self._query_columns(keys[:-1] if self._extra else keys, rows)
             value_schema = Schema("struct", fields=tuple(
                 Field(c.name, c.schema) for c in columns if c.schema is not None))
             build = self._builder(columns)

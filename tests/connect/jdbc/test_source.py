@@ -389,3 +389,32 @@ def test_zoned_timestamps_are_read_as_utc(server_db: Database) -> None:
         task.stop()
     assert record.value["at"] == BASE_MS + 1000
     assert record.source_offset == {"timestamp": BASE_MS + 1000, "timestamp_nanos": 0}
+
+
+def test_rows_committed_by_a_concurrent_writer_arrive_once_each(db: Database) -> None:
+    import threading
+
+    t = make_table(db, "live")
+    store = OffsetStore()
+    task = start_source(config(db, t, "timestamp+incrementing", **{
+        "timestamp.column.name": "ts", "incrementing.column.name": "id",
+        "batch.max.rows": "7"}), store)
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for i in range(1, 101):
+                now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+                insert(db, t, (i, f"n{i}", now))
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        got = poll_until(task, store, lambda got: len(got) >= 100 or bool(errors), settle=0.3)
+    finally:
+        writer.join()
+        task.stop()
+    assert not errors
+    assert ids(got) == list(range(1, 101))
