@@ -9,8 +9,9 @@ a connection of its own, a batch per poll, then waits for the next interval.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,16 @@ def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[st
 
 
 _Build = Callable[..., list[SourceRecord]]
+
+
+@dataclass(slots=True)
+class _BulkScan:
+    """A bulk-mode pass over a table, served a batch per poll."""
+
+    conn: Connection | None
+    keys: list[str]
+    rows: Iterator[Any]
+
 _TS_COLUMN = "streamkit_ts"
 
 
@@ -104,7 +115,7 @@ class Querier:
         self._inferred: dict[str, Schema] = {}
         self._select = ""
         self._build: _Build | None = None
-        self._bulk: tuple[Connection, CursorResult[Any]] | None = None
+        self._bulk: _BulkScan | None = None
         q = dialects.quote
         self._inc = q(engine, config.incrementing_column_name) if config.incrementing_column_name else None
         ts_cols = [q(engine, c) for c in config.timestamp_column_name]
@@ -275,27 +286,34 @@ class Querier:
                 if self._columns is None:
                     self._describe(conn)
                 stmt, _ = self._statement(self._select, (), self.offset, conn)
-                result = conn.execution_options(stream_results=True).execute(stmt)
+                if self._backend == "sqlite":
+                    # An open SQLite read blocks every writer's commit: read the table at once.
+                    result = conn.execute(stmt)
+                    self._bulk = _BulkScan(None, list(result.keys()), iter(result.fetchall()))
+                    conn.close()
+                else:
+                    result = conn.execution_options(stream_results=True).execute(stmt)
+                    self._bulk = _BulkScan(conn, list(result.keys()), result)
             except BaseException:
                 conn.close()
                 raise
-            self._bulk = (conn, result)
-        conn, result = self._bulk
-        keys = list(result.keys())
-        rows = result.fetchmany(self._config.batch_max_rows)
-        if len(rows) < self._config.batch_max_rows:
+        scan = self._bulk
+        batch = self._config.batch_max_rows
+        rows = list(itertools.islice(scan.rows, batch))
+        if len(rows) < batch:
             self.close()
             self.next_due_ms = self._now_ms() + self._config.poll_interval_ms
         else:
             self.next_due_ms = self._now_ms()
-        return self._records(keys, rows, [{}] * len(rows))
+        return self._records(scan.keys, rows, [{}] * len(rows))
 
     def close(self) -> None:
         if self._bulk is not None:
-            conn, result = self._bulk
-            self._bulk = None
-            result.close()
-            conn.close()
+            scan, self._bulk = self._bulk, None
+            if isinstance(scan.rows, CursorResult):
+                scan.rows.close()
+            if scan.conn is not None:
+                scan.conn.close()
 
     # -- records ---------------------------------------------------------------------------
 
