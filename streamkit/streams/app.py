@@ -87,14 +87,16 @@ class App:
 
     def topic(self, name: str, *, key_type: Any = str, value_type: Any = None,
               partitions: int | None = None, config: dict[str, str] | None = None,
-              timestamp: TimestampExtractor | None = None) -> Topic:
+              timestamp: TimestampExtractor | None = None, partitioner: str | None = None) -> Topic:
         """Declare a topic (the same name returns the same Topic). ``timestamp``: the event
-        time of each record, ``fn(event) -> int`` milliseconds (default: the record timestamp)."""
+        time of each record, ``fn(event) -> int`` milliseconds (default: the record timestamp).
+        ``partitioner``: how its producers place keyed records (``murmur2``,
+        ``consistent_random``, ``fnv1a``); detected from the records when not given."""
         existing = self.topics.get(name)
         if existing is not None:
             return existing
         topic = Topic(self, name, key_type=key_type, value_type=value_type, partitions=partitions,
-                      config=config, timestamp=timestamp)
+                      config=config, timestamp=timestamp, partitioner=partitioner)
         self.topics[name] = topic
         return topic
 
@@ -139,13 +141,19 @@ class App:
 
     def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
               value_type: Any = None, partitions: int | None = None, store: str = "rocksdb") -> Table:
-        """A partitioned table backed by a local store and a compacted changelog topic."""
+        """A partitioned table backed by a local store and a compacted changelog topic.
+
+        ``partitions``: as many as the topic that updates it (task p owns input partition p
+        and table partition p). Left out, the worker takes the partition count of the topic
+        its agents read (or ``num.partitions``, when they read several of different counts);
+        a table whose count differs from its input's is refused at start."""
         from streamkit.streams.table import Table
 
         if name in self.tables:
             raise ValueError(f"a table named {name!r} already exists")
         table = Table(self, name, default=default, key_type=key_type, value_type=value_type,
                       partitions=partitions or self.settings.num_partitions, store=store)
+        table.declared_partitions = partitions
         self.tables[name] = table
         return table
 
@@ -158,6 +166,7 @@ class App:
             raise ValueError(f"a table named {name!r} already exists")
         table = GlobalTable(self, name, default=default, key_type=key_type, value_type=value_type,
                             partitions=partitions or self.settings.num_partitions, store=store)
+        table.declared_partitions = partitions
         self.tables[name] = table
         return table
 

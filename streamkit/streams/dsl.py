@@ -654,6 +654,7 @@ def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
         if kind == "to_table":
             table: Table = p["table"]
             _check_state_partitions(f"to_table({table.name!r})", node, table)
+            table.fed_by(_topic_of(node.parents[0]).name)  # its keys are located by that topic's partitioner
 
             def materialize(ev: Event) -> None:
                 txn = ctx.txn(table)

@@ -59,6 +59,7 @@ from streamkit.streams.event import Event
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.gate import AckTracker, ProcessingGate
 from streamkit.streams.metrics import Metrics
+from streamkit.streams.partitioners import PartitionerDetector
 from streamkit.streams.topic import Topic
 from streamkit.tasks import cancel_and_wait
 
@@ -82,6 +83,33 @@ class StartupError(RuntimeError):
 class DeliveryError(RuntimeError):
     """A produced record was not delivered: nothing of the commit was committed, and the
     worker stops (a restart processes those records again)."""
+
+
+def tables_used(fn: Any, tables: Iterable[Table]) -> list[Table]:
+    """The tables among ``tables`` that ``fn`` names: its globals, closure cells, and those
+    of the functions and comprehensions defined in it (windowed views count as their table)."""
+    by_id = {id(t): t for t in tables}
+    found: dict[int, Table] = {}
+
+    def note(obj: Any) -> None:
+        table = getattr(obj, "table", obj)  # a WindowedTable holds its Table
+        if id(table) in by_id:
+            found[id(table)] = by_id[id(table)]
+
+    code_objects = [getattr(fn, "__code__", None)]
+    scope = getattr(fn, "__globals__", {})
+    for cell in getattr(fn, "__closure__", None) or ():
+        with contextlib.suppress(ValueError):
+            note(cell.cell_contents)
+    while code_objects:
+        code = code_objects.pop()
+        if code is None:
+            continue
+        for name in code.co_names:
+            if name in scope:
+                note(scope[name])
+        code_objects.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return list(found.values())
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -128,6 +156,8 @@ class Runtime:
         # the caller awaits itself, topic.send): the commit checks them all.
         self._deliveries: list[tuple[str, asyncio.Future[Any]]] = []
         self._standby_follower: ChangelogFollower | None = None
+        # Per consumed topic: how its producers place keyed records (declared or detected).
+        self._partitioning: dict[str, PartitionerDetector] = {}
         self._assignor = StreamsAssignor(
             standby_replicas=self.settings.num_standby_replicas,
             stateful_tasks=lambda: max((t.partitions for t in self._local_tables()), default=0),
@@ -175,6 +205,7 @@ class Runtime:
         # Compiled before, a join over an existing topic of another partition count started,
         # and then failed record by record ("state ... has no partition N").
         await self._create_topics()
+        self._check_partition_counts()
         for table in app.tables.values():
             await table.start_global()
         self._build_routes()
@@ -307,17 +338,20 @@ class Runtime:
         try:
             await self._connect(functools.partial(start_client, admin))
             existing = set(await admin.list_topics())
+            # Partition counts first: tables size themselves after the topics that update
+            # them before their changelogs are created.
+            known = [t.name for t in self.app.topics.values() if t.name in existing]
+            self._note_partitions(await admin.describe_topics(known) if known else [], warn=True)
+            for topic in self.app.topics.values():
+                if topic.name not in existing and topic.partitions is None:
+                    topic.partitions = self.settings.num_partitions
+            self._size_tables()
             wanted = []
             for topic in self.app.topics.values():
                 if topic.name in existing:
                     continue
-                partitions = topic.partitions or self.settings.num_partitions
-                wanted.append(NewTopic(topic.name, partitions, self.settings.replication_factor,
+                wanted.append(NewTopic(topic.name, topic.partitions, self.settings.replication_factor,
                                        topic_configs=topic.config))
-            for table in self.app.tables.values():
-                if table.changelog.name not in existing and table.changelog.name not in self.app.topics:
-                    wanted.append(NewTopic(table.changelog.name, table.partitions, self.settings.replication_factor,
-                                           topic_configs=table.changelog.config))
             # Error topics too: they were left to the broker's auto-creation, which Apache
             # Kafka clusters commonly disable (the first bad record then failed the worker).
             for name in {self.settings.dead_letter_topic_name, self.settings.late_records_topic} - {None}:
@@ -326,13 +360,70 @@ class Runtime:
             if wanted:
                 with contextlib.suppress(TopicAlreadyExistsError):
                     await admin.create_topics(wanted)
+            # Again, for the topics just created (or created by someone else meanwhile).
             described = await admin.describe_topics([t.name for t in self.app.topics.values()])
-            for d in described:
-                declared = self.app.topics.get(d["topic"])
-                if declared is not None and not d["error_code"]:
-                    declared.partitions = len(d["partitions"])
+            self._note_partitions(described, warn=False)
+            self._check_changelogs({d["topic"]: len(d["partitions"]) for d in described if not d["error_code"]})
         finally:
             await stop_client(admin)
+
+    def _note_partitions(self, described: list[dict[str, Any]], *, warn: bool) -> None:
+        """Take the partition counts of existing topics; warn where a declaration differs."""
+        for d in described:
+            declared = self.app.topics.get(d["topic"])
+            if d["error_code"] or declared is None:
+                continue
+            count = len(d["partitions"])
+            if (warn and not declared.internal and declared.declared_partitions is not None
+                    and declared.declared_partitions != count):
+                log.warning("topic %s has %d partitions, not the %d the app declares; the app uses %d (declaring "
+                            "a count does not change an existing topic)", declared.name, count,
+                            declared.declared_partitions, count)
+            declared.partitions = count
+
+    def _size_tables(self) -> None:
+        """A table declared without ``partitions`` takes the partition count of the topic
+        its agents read, when they all read topics of one count (task p owns input partition
+        p and table partition p, so the counts must match)."""
+        wanted: dict[int, set[int]] = {}
+        for agent in self.app.agents.values():
+            topic = agent.streams[0].reads_from if agent.streams else agent.topic
+            if topic.partitions is None:
+                continue
+            for table in tables_used(agent.fn, self._local_tables()):
+                wanted.setdefault(id(table), set()).add(topic.partitions)
+        for table in self._local_tables():
+            counts = wanted.get(id(table), set())
+            if table.declared_partitions is None and len(counts) == 1:
+                table.resize(counts.pop())
+
+    def _check_changelogs(self, counts: dict[str, int]) -> None:
+        """A table partition mirrors the changelog partition of the same number: a changelog
+        that exists with another partition count than its table's cannot be used."""
+        for table in self._local_tables():
+            count = counts.get(table.changelog.name)
+            if count is not None and count != table.partitions:
+                raise StartupError(
+                    f"table {table.name!r} has {table.partitions} partitions but its changelog topic "
+                    f"{table.changelog.name!r} has {count}: declare app.Table({table.name!r}, partitions={count}), "
+                    f"or start the table over: stop every worker, delete the topic ({table.changelog.name}) and "
+                    f"the table's local state ({self.app.state_dir / self.app.id / table.name})")
+
+    def _check_partition_counts(self) -> None:
+        """Refuse at start an agent that updates a table with another partition count than
+        its input's: every record of a partition beyond the table's (or a lookup over the
+        wrong count) would fail. Tables are found among the names the agent function uses;
+        one reached otherwise is checked at its first use (``Table._new_source``)."""
+        from streamkit.streams.table import partition_count_message
+
+        for agent in self.app.agents.values():
+            topic = agent.streams[0].reads_from if agent.streams else agent.topic
+            count = topic.partitions
+            if count is None:
+                continue
+            for table in tables_used(agent.fn, self.app.tables.values()):
+                if not table.is_global and table.partitions != count:
+                    raise StartupError(partition_count_message(table, topic.name, count, agent.name))
 
     # -- consuming -----------------------------------------------------------------------
 
@@ -438,6 +529,9 @@ class Runtime:
         if tp not in self.assigned:
             return  # revoked while the batch was in flight
         self.metrics.consumed(tp, len(records))
+        detector = self._partitioning.get(topic) or self.partitioning(topic)
+        if not detector.done:
+            self._detect(detector, topic, partition, records)
         for stream in self._forwarders.get(topic, ()):
             await self._forward(stream, tp, records)
         for compiled in self._pipelines.get(topic, ()):
@@ -461,6 +555,34 @@ class Runtime:
                 inbox = stream.agent.stream_for(partition).inbox
                 if not inbox.offer(event):
                     await inbox.put(event)  # the agent is behind: wait for room
+
+    def partitioning(self, topic: str) -> PartitionerDetector:
+        """How ``topic``'s producers place keyed records: declared on the topic
+        (``partitioner=``), or detected from the records this worker reads."""
+        detector = self._partitioning.get(topic)
+        if detector is None:
+            declared = self.app.topics.get(topic)
+            name = declared.partitioner if declared is not None else None
+            detector = PartitionerDetector.declared(name) if name else PartitionerDetector()
+            self._partitioning[topic] = detector
+        return detector
+
+    def topic_partitions(self, topic: str) -> int | None:
+        declared = self.app.topics.get(topic)
+        return declared.partitions if declared is not None else None
+
+    def _detect(self, detector: PartitionerDetector, topic: str, partition: int,
+                records: list[ConsumerRecord]) -> None:
+        count = self.topic_partitions(topic) or 0
+        for record in records:
+            detector.observe(record.key, partition, count)
+            if detector.done:
+                if detector.unknown:
+                    log.info("topic %s: its keyed records are not placed by one known partitioner (explicit "
+                             "partitions or several producers); key lookups ask every worker", topic)
+                else:
+                    log.info("topic %s: keyed records are placed by the %s partitioner", topic, detector.name)
+                return
 
     def decode(self, topic: Topic, record: ConsumerRecord) -> Event | None:
         """Deserialize with the app's error policy; None means skipped."""

@@ -1,0 +1,205 @@
+"""Keyed input from any Kafka client: an ``@app.agent`` counting page views per user into a
+Table, fed by confluent-kafka and kcat with their default partitioner (librdkafka's
+``consistent_random``: CRC32, not the murmur2 of the Java client and streamkit), run as real
+``streamkit worker`` processes, one and two of them. Every count must equal the input, the
+worker must never stop on the input, and every key must be found through either worker's
+web endpoint (the worker detects the partitioner to route key lookups)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import confluent_kafka
+import pytest
+
+from streamkit.streams.partitioners import PartitionerDetector, crc32_partition, murmur2_partition
+from streamkit.testing import BrokerProcess
+
+from .conftest import Probe, eventually, log_tail
+from .test_workers import PARTITIONS, REPO, Scenario, Worker
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.integration]
+
+KEYED_APP = "tests.streams.apps_for_tests.keyed:app"
+TABLE = "views_per_user"
+
+
+class KeyedWorker(Worker):
+    """A ``streamkit worker`` process of the page-view counter (``apps_for_tests/keyed.py``)."""
+
+    def start(self) -> KeyedWorker:
+        self._port = None
+        args = [sys.executable, "-m", "streamkit", "worker", "-A", KEYED_APP, "--broker", self.bootstrap,
+                "--data-dir", str(self.data_dir), "--web-port", "0", "--loglevel", "info"]
+        with open(self.log_path, "ab") as log:
+            log.write(f"---- start {time.strftime('%X')} ----\n".encode())
+            self.process = subprocess.Popen(args, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+
+@pytest.fixture
+async def scenario(broker: BrokerProcess, probe: Probe, tmp_path: Path,
+                   request: pytest.FixtureRequest) -> AsyncIterator[Scenario]:
+    s = Scenario(broker, probe, tmp_path, request.node.name)
+    await probe.create_topic(s.input, PARTITIONS)
+    try:
+        yield s
+    finally:
+        for w in s.workers:
+            w.kill()
+
+
+def keyed_worker(s: Scenario, name: str) -> KeyedWorker:
+    w = KeyedWorker(name, s.broker.bootstrap, s.app_id, s.input, s.tmp / f"data-{name}", s.tmp)
+    s.workers.append(w)
+    return w
+
+
+def view(user: str, i: int) -> bytes:
+    return json.dumps({"user": user, "page": f"/p{i}"}).encode()
+
+
+def produce_confluent(bootstrap: str, topic: str, users: list[str], n: int) -> list[str]:
+    """``n`` views with confluent-kafka's default settings; returns their users in order."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    sent = []
+    for i in range(n):
+        user = users[i % len(users)]
+        producer.produce(topic, view(user, i), key=user.encode())
+        sent.append(user)
+    assert producer.flush(30) == 0, "confluent-kafka did not deliver every record"
+    return sent
+
+
+def produce_kcat(bootstrap: str, topic: str, users: list[str], n: int) -> list[str]:
+    """``n`` views piped to ``kcat -P -K:`` (its default partitioner); returns their users."""
+    lines, sent = [], []
+    for i in range(n):
+        user = users[(i * 7) % len(users)]
+        lines.append(user.encode() + b":" + view(user, i))
+        sent.append(user)
+    done = subprocess.run(["kcat", "-b", bootstrap, "-t", topic, "-P", "-K:"], input=b"\n".join(lines) + b"\n",
+                          capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    return sent
+
+
+async def counts_from_changelog(s: Scenario) -> dict[str, int]:
+    state = await s.probe.latest(f"{s.app_id}-{TABLE}-changelog")
+    return {k.decode(): json.loads(v) for k, v in state.items()}
+
+
+async def counts_from_web(worker: Worker, users: set[str]) -> dict[str, int]:
+    out = {}
+    for user in sorted(users):
+        status, body = await worker.get(f"/tables/{TABLE}/{user}")
+        assert status == 200, (user, status, body)
+        out[user] = body["value"]
+    return out
+
+
+def misplaced_by_murmur2(users: list[str]) -> list[str]:
+    """The users whose CRC32 partition differs from their murmur2 one: with the old
+    murmur2-only tables each of them stopped the worker."""
+    return [u for u in users if crc32_partition(u.encode(), PARTITIONS) != murmur2_partition(u.encode(), PARTITIONS)]
+
+
+async def assert_all_counted(s: Scenario, sent: list[str], workers: list[Worker]) -> None:
+    expected = dict(Counter(sent))
+    await s.caught_up(timeout=120)
+    for w in workers:
+        assert w.alive, f"worker {w.name} stopped:\n{log_tail(w.log_path)}"
+
+    async def web_counts() -> bool:
+        return all([await counts_from_web(w, set(expected)) == expected for w in workers])
+
+    await eventually(web_counts, "every worker to serve every user's count", timeout=60, interval=0.3)
+    for w in workers:
+        await w.terminate()
+    assert await counts_from_changelog(s) == expected
+
+
+async def test_one_worker_counts_what_confluent_kafka_and_kcat_produce(scenario: Scenario) -> None:
+    s = scenario
+    users = [f"user-{i}" for i in range(40)]
+    assert len(misplaced_by_murmur2(users)) > 20
+    w = keyed_worker(s, "w1").start()
+    sent = produce_confluent(s.broker.bootstrap, s.input, users, 400)
+    sent += produce_kcat(s.broker.bootstrap, s.input, users, 100)
+    await s.caught_up(timeout=120)
+    assert w.alive, log_tail(w.log_path)
+    # A restart (state restored from the local store and the changelog) goes on with more.
+    await w.terminate()
+    w.start()
+    sent += produce_confluent(s.broker.bootstrap, s.input, users, 200)
+    await assert_all_counted(s, sent, [w])
+    assert "consistent_random partitioner" in w.log()
+
+
+async def test_two_workers_count_and_serve_every_key(scenario: Scenario) -> None:
+    s = scenario
+    users = [f"user-{i}" for i in range(60)]
+    w1 = keyed_worker(s, "w1").start()
+    w2 = keyed_worker(s, "w2").start()
+
+    async def split() -> bool:
+        owned = [await w.partitions() for w in (w1, w2)]
+        return all(owned) and len(owned[0] | owned[1]) == PARTITIONS
+
+    await eventually(split, "two workers to share the input", timeout=90, interval=0.3)
+    sent = produce_confluent(s.broker.bootstrap, s.input, users, 600)
+    sent += produce_kcat(s.broker.bootstrap, s.input, users, 200)
+    await assert_all_counted(s, sent, [w1, w2])
+
+
+# -- the partitioners themselves, against librdkafka's ------------------------------------
+
+
+@pytest.mark.parametrize(("setting", "name"), [(None, "consistent_random"), ("murmur2_random", "murmur2"),
+                                               ("fnv1a_random", "fnv1a"), ("consistent", "consistent_random")])
+async def test_the_detector_names_librdkafkas_partitioner(broker: BrokerProcess, probe: Probe,
+                                                          setting: str | None, name: str) -> None:
+    """Records placed by confluent-kafka with each partitioner setting: the detector names
+    the partitioner, whose function maps every key where librdkafka put it."""
+    topic = f"detect-{setting}-{time.monotonic_ns()}"
+    await probe.create_topic(topic, 5)
+    config = {"bootstrap.servers": broker.bootstrap}
+    if setting:
+        config["partitioner"] = setting
+    producer = confluent_kafka.Producer(config)
+    placed: list[tuple[bytes, int]] = []
+    for i in range(100):
+        key = f"key-{i}".encode()
+        producer.produce(topic, b"v", key=key,
+                         on_delivery=lambda err, msg, key=key: placed.append((key, msg.partition())))
+    assert producer.flush(30) == 0
+    detector = PartitionerDetector()
+    for key, partition in placed:
+        detector.observe(key, partition, 5)
+    assert detector.done and detector.name == name and not detector.unknown
+    fn = detector.lookup()
+    assert fn is not None and all(fn(key, 5) == p for key, p in placed)
+
+
+def test_the_detector_gives_up_on_explicit_partitions() -> None:
+    detector = PartitionerDetector()
+    for i in range(40):
+        detector.observe(f"k{i}".encode(), i % 3, 3)
+    assert detector.done and detector.unknown and detector.lookup() is None
+    assert detector.possible(b"anything", 2, 3)
+
+
+def test_a_topic_declares_its_partitioner(tmp_path: Path) -> None:
+    from streamkit import App
+
+    app = App("declared", data_dir=tmp_path)
+    assert app.topic("a", partitioner="consistent").partitioner == "consistent_random"
+    assert app.topic("b").partitioner is None
+    with pytest.raises(ValueError, match="unknown partitioner 'round_robin'"):
+        app.topic("c", partitioner="round_robin")
