@@ -116,6 +116,7 @@ def _state_table(app: App, name: str, cls: type[Table] | None = None) -> Table:
     table = (cls or Table)(app, name, default=None, key_type=bytes, value_type=None,
                            partitions=app.settings.num_partitions, store="rocksdb")
     table.queryable = False
+    table.declared_partitions = None  # sized by num.partitions
     app.tables[name] = table
     return table
 

@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from streamkit.streams.dsl import CompiledSource
     from streamkit.streams.table import Table
 
-__all__ = ["DeliveryError", "Runtime", "StartupError"]
+__all__ = ["BadRecordError", "DeliveryError", "Runtime", "StartupError"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,11 @@ TP = tuple[str, int]
 
 class StartupError(RuntimeError):
     """The worker could not start (unreachable broker, bad topology); one-line message."""
+
+
+class BadRecordError(StartupError):
+    """A record that cannot be deserialized, with ``deserialization.exception.handler=fail``;
+    the message says how to skip it."""
 
 
 class DeliveryError(RuntimeError):
@@ -594,18 +599,33 @@ class Runtime:
             return None
 
     def _bad_record(self, record: ConsumerRecord, exc: Exception) -> None:
+        """A record that cannot be deserialized, by ``deserialization.exception.handler``:
+        ``dead_letter`` (the default) copies it to the dead-letter topic, ``skip`` drops it,
+        both with a log line; ``fail`` stops the worker with the command that skips it."""
         policy = self.settings.deserialization_error
         where = f"{record.topic}-{record.partition}@{record.offset}"
         self.metrics.deserialization_errors += 1
         if policy == "fail":
-            raise StartupError(f"cannot deserialize record {where}: {exc} (set "
-                               "deserialization.exception.handler to skip or dead_letter)")
-        log.warning("skipping record %s that cannot be deserialized: %s", where, exc)
+            raise BadRecordError(
+                f"cannot deserialize record {where}: {exc}. The worker stops on it "
+                f"(deserialization.exception.handler=fail); to skip it, stop every worker and run "
+                f"`streamkit groups reset-offsets {self.app.id} --topic {record.topic} --partition "
+                f"{record.partition} --to-offset {record.offset + 1} --execute`, or send bad records to a "
+                f"dead-letter topic: `--set deserialization.exception.handler=dead_letter`")
         dlq = self.settings.dead_letter_topic_name
-        if dlq is not None:
-            headers = [*(record.headers or ()), ("streamkit.error", str(exc).encode()),
-                       ("streamkit.source", where.encode())]
-            self._produce(dlq, record.key, record.value, headers=headers, timestamp=record.timestamp)
+        if dlq is None:
+            log.warning("skipped record %s, which cannot be deserialized: %s", where, exc)
+            return
+        log.warning("record %s cannot be deserialized (%s); copied to the dead-letter topic %s", where, exc, dlq)
+        cause = exc.__cause__ or exc.__context__ or exc  # the codec's own error, e.g. ValidationError
+        # Kafka Streams' dead-letter headers (KIP-1034), after the record's own.
+        headers = [*(record.headers or ()),
+                   ("__streams.errors.exception", type(cause).__name__.encode()),
+                   ("__streams.errors.message", str(exc).encode()),
+                   ("__streams.errors.topic", record.topic.encode()),
+                   ("__streams.errors.partition", str(record.partition).encode()),
+                   ("__streams.errors.offset", str(record.offset).encode())]
+        self._produce(dlq, record.key, record.value, headers=headers, timestamp=record.timestamp)
 
     async def _forward(self, stream: AgentStream, tp: TP, records: list[ConsumerRecord]) -> None:
         """group_by: re-key each record and produce it to the repartition topic."""

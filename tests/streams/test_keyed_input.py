@@ -203,3 +203,50 @@ def test_a_topic_declares_its_partitioner(tmp_path: Path) -> None:
     assert app.topic("b").partitioner is None
     with pytest.raises(ValueError, match="unknown partitioner 'round_robin'"):
         app.topic("c", partitioner="round_robin")
+
+
+# -- bad records -------------------------------------------------------------------------------
+
+
+async def test_a_malformed_record_never_stops_the_worker_and_is_kept(scenario: Scenario) -> None:
+    """A record the app's model refuses, among good ones from kcat: with no setting at all
+    the worker logs pydantic's detail, copies the record (key, value, headers) to
+    ``{app}-dead-letter`` with the error context, and goes on; after a restart too."""
+    s = scenario
+    users = [f"user-{i}" for i in range(10)]
+    w = keyed_worker(s, "w1").start()
+    sent = produce_kcat(s.broker.bootstrap, s.input, users, 20)
+    bad = b'{"user": "user-1", "page": 5}'
+    done = subprocess.run(["kcat", "-b", s.broker.bootstrap, "-t", s.input, "-P", "-K:", "-H", "origin=shell"],
+                          input=b"user-1:" + bad + b"\n", capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    sent += produce_kcat(s.broker.bootstrap, s.input, users, 20)
+    await s.caught_up(timeout=120)
+    assert w.alive, log_tail(w.log_path)
+    assert "page: Input should be a valid string (got 5)" in w.log()
+    await w.terminate()
+    w.start()
+    sent += produce_confluent(s.broker.bootstrap, s.input, users, 20)
+    await assert_all_counted(s, sent, [w])
+    dead = await s.probe.read(f"{s.app_id}-dead-letter")
+    assert [(r.key, r.value) for r in dead] == [(b"user-1", bad)]
+    headers = dict(dead[0].headers)
+    assert headers["origin"] == b"shell"
+    assert headers["__streams.errors.topic"] == s.input.encode()
+    assert b"page: Input should be a valid string" in headers["__streams.errors.message"]
+
+
+async def test_the_fail_handler_names_the_command_that_skips_the_record(scenario: Scenario) -> None:
+    s = scenario
+    w = KeyedWorker("w1", s.broker.bootstrap, s.app_id, s.input, s.tmp / "data-w1", s.tmp,
+                    config={"deserialization.exception.handler": "fail"})
+    s.workers.append(w)
+    w.start()
+    done = subprocess.run(["kcat", "-b", s.broker.bootstrap, "-t", s.input, "-P", "-K:", "-p", "2"],
+                          input=b'user-1:{"user": "user-1"}\n', capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert await w.wait_exit(90) == 1
+    last = w.log().strip().splitlines()[-1]
+    assert f"cannot deserialize record {s.input}-2@0: invalid PageView: page: Field required" in last
+    assert (f"`streamkit groups reset-offsets {s.app_id} --topic {s.input} --partition 2 --to-offset 1 "
+            "--execute`") in last
