@@ -60,6 +60,9 @@ from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.gate import AckTracker, ProcessingGate
 from streamkit.streams.metrics import Metrics
 from streamkit.streams.partitioners import PartitionerDetector
+from streamkit.streams.progress import ProgressReporter
+from streamkit.streams.progress import Task as ProgressTask
+from streamkit.streams.table import StateDefinitionError
 from streamkit.streams.topic import Topic
 from streamkit.tasks import cancel_and_wait
 
@@ -74,6 +77,27 @@ __all__ = ["BadRecordError", "DeliveryError", "Runtime", "StartupError"]
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
+
+# A worker this many records behind its inputs reports its progress until it has caught up.
+CATCH_UP_MIN_LAG = 10_000
+# A worker that has no assignment this long after subscribing says what it waits for.
+GROUP_WAIT_LOG_MS = 3000
+# How often the lag is looked at for catch-up progress.
+LAG_CHECK_MS = 1000
+
+
+class _QuietConnectErrors(logging.Filter):
+    """While the worker retries an unreachable broker, aiokafka logs an error per attempt
+    besides the worker's own retry line: keep the worker's line (it has the reason)."""
+
+    last = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith("Unable connect to"):
+            self.last = message
+            return False
+        return True
 
 
 class StartupError(RuntimeError):
@@ -137,6 +161,10 @@ class Runtime:
         self.gate = ProcessingGate()
         self.acks = AckTracker()
         self.metrics = Metrics()
+        self.progress = ProgressReporter()
+        self._catch_up: ProgressTask | None = None
+        self._next_lag_check = 0.0
+        self._joined = False
         self.assigned: set[TP] = set()
         self._lock = asyncio.Lock()
         self._broker: Broker | None = None
@@ -240,9 +268,47 @@ class Runtime:
         if self._consumer is not None:
             self._consumer.subscribe(topics, listener=_Listener(self))
             self._tasks.append(asyncio.create_task(self._consume_loop(), name="streamkit-consume"))
+            self._tasks.append(asyncio.create_task(self._announce_group_wait(), name="streamkit-group-wait"))
         for interval_ms, fn, name in app.timers:
             self._tasks.append(asyncio.create_task(self._timer(interval_ms, fn, name), name=f"timer-{name}"))
         log.info("app %s running against %s (topics: %s)", app.id, self.bootstrap, ", ".join(topics))
+
+    async def _announce_group_wait(self) -> None:
+        """Say what the worker waits for while its group has not assigned it anything: a
+        new group's first rebalance is held back by the broker's
+        group.initial.rebalance.delay.ms, and a rebalance waits for every member to rejoin."""
+        waited_ms = 0
+        delay_ms = GROUP_WAIT_LOG_MS
+        while not self._joined:
+            await asyncio.sleep(delay_ms / 1000)
+            waited_ms += delay_ms
+            if self._joined or self._stopping:
+                return
+            log.info("waiting for consumer group %s to assign partitions (%.0fs so far): the broker delays a new "
+                     "group's first rebalance by group.initial.rebalance.delay.ms, and a rebalance waits for "
+                     "members that are joining or leaving", self.app.id, waited_ms / 1000)
+            delay_ms = 10_000
+
+    def _report_lag(self) -> None:
+        """Progress of a long catch-up: while the worker is at least CATCH_UP_MIN_LAG records
+        behind, a bar on a terminal or a log line every progress.LOG_INTERVAL_MS."""
+        now = time.monotonic()
+        if now < self._next_lag_check:
+            return
+        self._next_lag_check = now + LAG_CHECK_MS / 1000
+        behind = sum(self.lag().values())
+        task = self._catch_up
+        if task is None:
+            if behind >= CATCH_UP_MIN_LAG:
+                self._catch_up = self.progress.start(f"catching up ({self.app.id})", behind)
+            return
+        if behind < CATCH_UP_MIN_LAG // 10:
+            task.finish()
+            self._catch_up = None
+            log.info("caught up: %d records behind after %.0fs", behind, now - task.started)
+            return
+        task.total = max(task.total, task.done + behind)
+        task.set_done(task.total - behind)
 
     async def wait_global_tables(self) -> None:
         """Wait until every GlobalTable has applied its changelog up to the end offsets it
@@ -259,6 +325,16 @@ class Runtime:
         timeout_ms = self.settings.bootstrap_timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000
         delay = 0.5
+        quiet = _QuietConnectErrors()
+        aiokafka_log = logging.getLogger("aiokafka")
+        aiokafka_log.addFilter(quiet)
+        try:
+            await self._connect_retrying(start, deadline, delay, timeout_ms, quiet)
+        finally:
+            aiokafka_log.removeFilter(quiet)
+
+    async def _connect_retrying(self, start: Any, deadline: float, delay: float, timeout_ms: int,
+                                quiet: _QuietConnectErrors) -> None:
         while True:
             try:
                 await start()
@@ -268,7 +344,8 @@ class Runtime:
                 if left <= 0:
                     raise StartupError(f"cannot reach the broker at {self.bootstrap} (retried for "
                                        f"bootstrap.timeout.ms={timeout_ms}): {exc}") from None
-                log.warning("broker %s unreachable (%s); retrying in %.1fs", self.bootstrap, exc, min(delay, left))
+                reason, quiet.last = quiet.last or str(exc), ""
+                log.warning("broker %s unreachable (%s); retrying in %.1fs", self.bootstrap, reason, min(delay, left))
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, 5.0)
 
@@ -450,6 +527,7 @@ class Runtime:
                     await self._tick_pipelines()
                 if time.monotonic() - self._last_commit >= interval or self._cache_full():
                     await self.commit()
+                self._report_lag()
                 for table in self.app.tables.values():
                     table.tick(self.clock())
         except asyncio.CancelledError:
@@ -665,7 +743,8 @@ class Runtime:
         return future
 
     async def send_batches(self, topic: str, partition: int,
-                           records: Iterable[tuple[bytes | None, bytes | None]]) -> tuple[asyncio.Future[Any], int] | None:
+                           records: Iterable[tuple[bytes | None, bytes | None]],
+                           headers: Sequence[tuple[str, bytes]] = ()) -> tuple[asyncio.Future[Any], int] | None:
         """Queue ``records`` for one partition as whole record batches: one future per batch,
         not per record (per-record sends cost more than the rest of a commit). Returns the
         last batch's future and record count, or None when there was nothing to send."""
@@ -674,10 +753,10 @@ class Runtime:
         batch = producer.create_batch()
         last: tuple[asyncio.Future[Any], int] | None = None
         for key, value in records:
-            if batch.append(key=key, value=value, timestamp=None) is None:
+            if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
                 last = await self._send_batch(batch, topic, partition)
                 batch = producer.create_batch()
-                if batch.append(key=key, value=value, timestamp=None) is None:
+                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
                     raise MessageSizeTooLargeError(f"a record for {topic}-{partition} is larger than a batch")
         if batch.record_count():
             last = await self._send_batch(batch, topic, partition)
@@ -737,8 +816,9 @@ class Runtime:
                        if tp in self.assigned and self._committed.get(tp) != o}
             pending: list[tuple[Table, int, asyncio.Future[Any], int]] = []
             for table in self.app.tables.values():
+                headers = table.changelog_headers()
                 for partition, changes in table.prepare_commit().items():
-                    last = await self.send_batches(table.changelog.name, partition, changes)
+                    last = await self.send_batches(table.changelog.name, partition, changes, headers)
                     if last is not None:
                         pending.append((table, partition, *last))
             await self._check_deliveries()
@@ -809,6 +889,7 @@ class Runtime:
 
     async def on_assigned(self, assigned: set[TP]) -> None:
         log.info("partitions assigned: %s", sorted(assigned))
+        self._joined = True
         consumer = self._consumer
         assert consumer is not None
         new = assigned - self.assigned
@@ -875,7 +956,10 @@ class Runtime:
         except asyncio.CancelledError:
             return
         except Exception as exc:
-            log.exception("restoring partition %d failed; stopping the worker", partition)
+            if isinstance(exc, StateDefinitionError):
+                log.error("%s", exc)  # the message says what to do; a traceback would bury it
+            else:
+                log.exception("restoring partition %d failed; stopping the worker", partition)
             # Recorded like any failure: without it the worker stopped as if asked to, and
             # `streamkit worker` exited 0, indistinguishable from a clean stop.
             if self.failure is None:
@@ -946,6 +1030,7 @@ class Runtime:
             await self._standby_follower.stop()
         for table in self.app.tables.values():
             await table.close()
+        self.progress.close()
         if self._producer is not None:
             await stop_client(self._producer)
         if self._broker is not None:

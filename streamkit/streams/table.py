@@ -15,6 +15,8 @@ are expired from the store by event time (stream time per partition), never by w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import logging
 import operator
 import time
@@ -36,6 +38,7 @@ from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.metrics import RestoreProgress
 from streamkit.streams.partitioners import Partitioner, murmur2_partition
 from streamkit.streams.processing import jsonable
+from streamkit.streams.progress import Task as ProgressTask
 from streamkit.streams.topic import partition_for_key
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
@@ -77,6 +80,21 @@ class NotCoPartitionedError(RuntimeError):
     Not a KeyError on purpose: code catching KeyError for missing keys must not swallow it.
     On one worker such a key may even be owned, and the app seems to work until a second
     worker takes the key's partition; so it is refused at once, on any number of workers."""
+
+
+class StateDefinitionError(RuntimeError):
+    """State (local store or changelog) written by another definition of the operator:
+    same name, another window type or size. Reusing it would mix the two."""
+
+
+FINGERPRINT_HEADER = "streamkit.fingerprint"
+_FINGERPRINT_FILE = "fingerprint.json"
+
+
+def _spec_text(spec: Any) -> str:
+    """A window spec without its grace period (a grace change keeps the stored windows valid)."""
+    fields = {k: v for k, v in dataclasses.asdict(spec).items() if k != "grace_ms"}
+    return f"{type(spec).__name__}({', '.join(f'{k}={v}' for k, v in fields.items())})"
 
 
 class PartitionCountError(NotCoPartitionedError):
@@ -166,6 +184,65 @@ class Table:
         self.expires_ms = _seconds_to_ms(expires, "expires") if expires is not None else spec.size_ms * 10
         return WindowedTable(self)
 
+    # -- fingerprint -------------------------------------------------------------------
+
+    def definition(self) -> str:
+        """What the stored state depends on: the operator's kind and window arithmetic."""
+        spec = self.window if self.window is not None else getattr(self, "spec", None)
+        return type(self).__name__ + (f" {_spec_text(spec)}" if spec is not None else "")
+
+    def fingerprint(self) -> str:
+        return hashlib.sha1(self.definition().encode()).hexdigest()[:12]
+
+    def changelog_headers(self) -> list[tuple[str, bytes]]:
+        """Headers of every changelog record this table writes: its fingerprint, which a
+        restore compares with its own."""
+        return [(FINGERPRINT_HEADER, self.fingerprint().encode())]
+
+    def _reset_hint(self) -> str:
+        assert self._store is not None
+        return (f"start it over: stop every worker, delete the topic {self.changelog.name} and the local state "
+                f"{self._store.path} on every worker (or reset the app); or give the changed definition another "
+                f"name")
+
+    def _check_local_fingerprint(self) -> None:
+        """The fingerprint file next to the local store, written by the last worker here."""
+        assert self._store is not None
+        path = self._store.path / _FINGERPRINT_FILE
+        try:
+            stored = orjson.loads(path.read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return
+        if stored.get("fingerprint") != self.fingerprint():
+            raise StateDefinitionError(
+                f"table {self.name!r}: the local state was written by another definition "
+                f"({stored.get('definition')!r}, now {self.definition()!r}); reusing it would mix both; "
+                f"{self._reset_hint()}")
+
+    def _check_changelog_fingerprint(self, partition: int) -> Callable[[Any], None]:
+        mine = self.fingerprint().encode()
+
+        def check(headers: Any) -> None:
+            for name, value in headers or ():
+                if name == FINGERPRINT_HEADER and value != mine:
+                    raise StateDefinitionError(
+                        f"table {self.name!r}: its changelog {self.changelog.name} (partition {partition}) was "
+                        f"written by another definition (fingerprint {value.decode(errors='replace')}, now "
+                        f"{mine.decode()}: {self.definition()!r}); reusing it would mix both; {self._reset_hint()}")
+
+        return check
+
+    def _save_fingerprint(self) -> None:
+        assert self._store is not None
+        if self.store_kind == "memory":
+            return
+        path = self._store.path / _FINGERPRINT_FILE
+        data = orjson.dumps({"fingerprint": self.fingerprint(), "definition": self.definition()})
+        with contextlib.suppress(OSError):
+            if not path.exists() or path.read_bytes() != data:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+
     # -- runtime hooks -------------------------------------------------------------------
 
     def attach(self, runtime: Runtime) -> None:
@@ -222,12 +299,15 @@ class Table:
         """Replay the changelog partition from the store's last applied offset to its end."""
         runtime = self._runtime
         assert runtime is not None and runtime.bootstrap is not None and self._store is not None
+        self._check_local_fingerprint()
         part = self._store.partition(partition)
         progress = RestoreProgress()
         runtime.metrics.restore[(self.name, partition)] = progress
         reader = ChangelogReader(runtime.bootstrap, self.changelog.name, partition,
                                  client_id=f"{self.app.id}-restore", chunk_records=_RESTORE_BATCH)
+        reader.on_headers = self._check_changelog_fingerprint(partition)
         started = time.monotonic()
+        shown: ProgressTask | None = None
         try:
             # Inside the try: a restore cancelled while its reader connects (the worker
             # stopping, or losing the partition, right after the assignment) must still close
@@ -245,15 +325,23 @@ class Table:
                 applied = None
             start = max(begin, (applied + 1) if applied is not None else 0)
             progress.total = max(end - start, 0)
+            if progress.total:
+                shown = runtime.progress.start(f"restoring {self.name}-{partition}", progress.total)
             async with contextlib.aclosing(reader.read(start, end)) as chunks:
                 async for chunk in chunks:
-                    progress.restored += part.apply_changelog(chunk, batch_size=_RESTORE_BATCH)
+                    applied_now = part.apply_changelog(chunk, batch_size=_RESTORE_BATCH)
+                    progress.restored += applied_now
+                    if shown is not None:
+                        shown.advance(applied_now)
         except StoreIdentityError:
             self._store.destroy(partition)
             raise
         finally:
+            if shown is not None:
+                shown.finish()
             await stop_client(reader)
         progress.done = True
+        self._save_fingerprint()
         elapsed = time.monotonic() - started
         if progress.restored:
             log.info("restored %s-%d: %d records in %.2fs (%.0f/s)", self.name, partition,
