@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka
 import pytest
@@ -250,3 +251,50 @@ async def test_the_fail_handler_names_the_command_that_skips_the_record(scenario
     assert f"cannot deserialize record {s.input}-2@0: invalid PageView: page: Field required" in last
     assert (f"`streamkit groups reset-offsets {s.app_id} --topic {s.input} --partition 2 --to-offset 1 "
             "--execute`") in last
+
+
+# -- lookups before (or without) a known partitioner ------------------------------------------
+
+
+async def test_keys_placed_by_no_known_partitioner_are_found_through_any_worker(
+        make_app: Any, probe: Probe, tmp_path: Path) -> None:
+    """Records written to explicit partitions (no partitioner at all): each is counted in its
+    own partition's task, and a key lookup through either of two workers finds it, by asking
+    the other worker when the key is not local."""
+    from streamkit.streams.agent import AgentStream
+    from streamkit.testing import http_get
+
+    from .conftest import running, unique
+
+    app_id = unique("explicit")
+    topic_name = f"{app_id}-in"
+    await probe.create_topic(topic_name, PARTITIONS)
+    apps = []
+    for name in ("a", "b"):
+        app = make_app(app_id=app_id, data_dir=tmp_path / name)
+        topic = app.topic(topic_name, value_type=bytes)
+        table = app.Table("counts", default=int)
+
+        def make_agent(table: Any) -> Any:
+            async def count(stream: AgentStream) -> None:
+                async for event in stream.events():
+                    table[event.key] += 1
+            return count
+
+        app.agent(topic, name="count")(make_agent(table))
+        apps.append(app)
+    placed = {f"key-{i}": i % PARTITIONS for i in range(12)}  # round robin, whatever the hash
+    async with running(apps[0], web_port=0) as first, running(apps[1], web_port=0) as second:
+        await eventually(lambda: first.assigned and second.assigned
+                         and len(first.assigned | second.assigned) == PARTITIONS, "two workers sharing the input")
+        for key, partition in placed.items():
+            await probe.produce(topic_name, b"x", key=key.encode(), partition=partition)
+        await eventually(lambda: probe.caught_up(app_id, [topic_name]), "every record committed", timeout=60)
+        for runtime in (first, second):
+            assert not runtime.partitioning(topic_name).name
+        for runtime in (first, second):
+            for key in placed:
+                status, body = await http_get(runtime.web.port, f"/tables/counts/{key}")
+                assert (status, body) == (200, {"key": key, "value": 1}), (runtime.web.port, key)
+            status, body = await http_get(runtime.web.port, "/tables/counts/nobody")
+            assert status == 404, body
