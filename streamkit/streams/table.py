@@ -195,8 +195,8 @@ class Table:
         return hashlib.sha1(self.definition().encode()).hexdigest()[:12]
 
     def changelog_headers(self) -> list[tuple[str, bytes]]:
-        """Headers of every changelog record this table writes: its fingerprint, which a
-        restore compares with its own."""
+        """Headers of the changelog record batches this table writes (on each batch's first
+        record): its fingerprint, which a restore compares with its own."""
         return [(FINGERPRINT_HEADER, self.fingerprint().encode())]
 
     def _reset_hint(self) -> str:
