@@ -655,7 +655,9 @@ def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
         if kind == "to_table":
             table: Table = p["table"]
             _check_state_partitions(f"to_table({table.name!r})", node, table)
-            table.fed_by(_topic_of(node.parents[0]).name)  # its keys are located by that topic's partitioner
+            parent = node.parents[0]
+            feeding = parent.update_stream if isinstance(parent, TableNode) else parent
+            table.fed_by(_topic_of(feeding).name)  # its keys are located by that topic's partitioner
 
             def materialize(ev: Event) -> None:
                 txn = ctx.txn(table)

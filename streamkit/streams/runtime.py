@@ -62,7 +62,7 @@ from streamkit.streams.metrics import Metrics
 from streamkit.streams.partitioners import PartitionerDetector
 from streamkit.streams.progress import ProgressReporter
 from streamkit.streams.progress import Task as ProgressTask
-from streamkit.streams.table import StateDefinitionError
+from streamkit.streams.table import StateDefinitionError, WindowedTable
 from streamkit.streams.topic import Topic
 from streamkit.tasks import cancel_and_wait
 
@@ -121,7 +121,7 @@ def tables_used(fn: Any, tables: Iterable[Table]) -> list[Table]:
     found: dict[int, Table] = {}
 
     def note(obj: Any) -> None:
-        table = getattr(obj, "table", obj)  # a WindowedTable holds its Table
+        table = obj.table if isinstance(obj, WindowedTable) else obj
         if id(table) in by_id:
             found[id(table)] = by_id[id(table)]
 
