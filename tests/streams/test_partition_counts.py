@@ -6,6 +6,7 @@ warned about."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 
 from streamkit.streams.agent import AgentStream
 from streamkit.streams.runtime import StartupError
+from streamkit.streams.table import NotCoPartitionedError
 
 from .conftest import Probe, eventually, running
 
@@ -99,3 +101,39 @@ async def test_a_declared_topic_count_that_differs_is_warned_about(make_app: Any
             await eventually(lambda: topic.partitions == 2, "the existing count to be taken")
     assert any(f"topic {name} has 2 partitions, not the 6 the app declares" in r.getMessage()
                for r in caplog.records)
+
+
+# -- a table keyed differently from its input -----------------------------------------------
+
+
+async def test_a_table_keyed_differently_fails_naming_the_fix_that_works(make_app: Any, probe: Probe) -> None:
+    """Counting per page over a topic confluent-kafka keyed by user is refused (each page's
+    count would be split over the tasks of its users), naming group_by; with that group_by
+    the same count is exact."""
+    producer = confluent_kafka.Producer({"bootstrap.servers": probe.bootstrap})
+    pages = [f"/p{i % 7}" for i in range(400)]
+    for grouped in (False, True):
+        app = make_app()
+        name = f"{app.id}-views"
+        topic = app.topic(name, partitions=4, value_type=dict)
+        per_page = app.Table("per_page", default=int)
+
+        @app.agent(topic)
+        async def count(stream: AgentStream, grouped: bool = grouped, per_page: Any = per_page) -> None:
+            source = stream.group_by(lambda v: v["page"], name="by_page") if grouped else stream
+            async for view in source:
+                per_page[view["page"]] += 1
+
+        await probe.create_topic(name, 4)
+        for i, page in enumerate(pages):
+            producer.produce(name, b'{"page": "%s"}' % page.encode(), key=f"user-{i % 50}".encode())
+        assert producer.flush(30) == 0
+        async with running(app, expect_failure=not grouped) as runtime:
+            if grouped:
+                await probe.settle(runtime, timeout=60)
+                assert dict(per_page.items()) == dict(Counter(pages))
+            else:
+                await asyncio.wait_for(runtime.stopped.wait(), 30)
+                message = str(runtime.failure)
+                assert isinstance(runtime.failure, NotCoPartitionedError), runtime.failure
+                assert "keyed differently from the stream" in message and "stream.group_by(" in message
