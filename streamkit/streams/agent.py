@@ -129,7 +129,7 @@ class AgentStream:
                 continue
             if value is not event.value:
                 event = Event(event.key, value, event.timestamp, event.headers, event.topic,
-                              event.partition, event.offset)
+                              event.partition, event.offset, event.raw_key)
             return event
 
     def _finish_held(self) -> None:

@@ -32,7 +32,7 @@ from streamkit.streams.processing import (
     send_late,
 )
 from streamkit.streams.table import Table, TableNotOwned
-from streamkit.streams.topic import Topic, partition_for_key
+from streamkit.streams.topic import Topic
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
@@ -92,6 +92,7 @@ class WindowState(Table):
         self.codec = codec
         self.route = route
         self.queryable = True
+        self.fed_by(route.name)
 
     def decode(self, raw: bytes) -> Any:
         """A stored aggregate (sliding windows keep ``[aggregate, max timestamp]``)."""
@@ -101,19 +102,30 @@ class WindowState(Table):
         return self.codec.loads(raw)
 
     def partition_of(self, key: Any) -> int:
-        return partition_for_key(self.route.key_codec.dumps(key), self.route.partitions or self.partitions)
+        return self._partitioner()[0](self.route.key_codec.dumps(key), self.route.partitions or self.partitions)
 
     def parse_key(self, text: str) -> Any:
         """Queried by the keys of the topic feeding the aggregation."""
         return self.route.key_codec.loads(text.encode())
 
     def _windows(self, key: Any) -> list[StoredWindow]:
-        p = self.partition_of(key)
-        txn = self._txns.get(p)
-        if txn is None:
-            raise TableNotOwned(f"table {self.name!r}: key {key!r} is in partition {p}, which this worker "
-                                "does not own")
-        return list(WindowedTransaction(txn).iter_windows(self._keys.dumps(key)))
+        if self._partitioner()[1]:
+            p = self.partition_of(key)
+            txn = self._txns.get(p)
+            if txn is None:
+                raise TableNotOwned(f"table {self.name!r}: key {key!r} is in partition {p}, which this worker "
+                                    "does not own")
+            txns, complete = [txn], True
+        else:
+            # The feeding topic's partitioner is not known yet: look in every local partition.
+            txns, complete = [self._txns[p] for p in sorted(self._txns)], len(self._txns) >= self.partitions
+        for txn in txns:
+            found = list(WindowedTransaction(txn).iter_windows(self._keys.dumps(key)))
+            if found:
+                return found
+        if not complete:
+            raise TableNotOwned(f"table {self.name!r}: key {key!r} is not on this worker")
+        return []
 
     def query(self, key: Any) -> Any:
         windows = self._windows(key)

@@ -8,7 +8,7 @@ in Kafka Streams and Faust.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,17 +55,21 @@ def _interval_ms(interval: float | timedelta) -> int:
     return ms
 
 
+def _checked(settings: AppSettings) -> AppSettings:
+    if settings.exactly_once:
+        raise SettingsError(
+            "processing.guarantee=exactly_once needs broker transactions, which arrive in a "
+            "later release; use processing.guarantee=at_least_once"
+        )
+    return settings
+
+
 class App:
     def __init__(self, id: str, *, broker: str | None = None, data_dir: str | Path | None = None,
                  processing_guarantee: str = "at_least_once", config: dict[str, Any] | None = None) -> None:
         values: dict[str, Any] = {"application.id": id, "processing.guarantee": processing_guarantee}
         values.update(config or {})
-        self.settings = AppSettings.build(values)
-        if self.settings.exactly_once:
-            raise SettingsError(
-                "processing.guarantee=exactly_once needs broker transactions, which arrive in a "
-                "later release; use processing.guarantee=at_least_once"
-            )
+        self.settings = _checked(AppSettings.build(values))
         self.id = self.settings.application_id
         self.broker = _broker_address(broker or self.settings.bootstrap_servers)
         self.data_dir = Path(data_dir) if data_dir is not None else Path("data") / self.id
@@ -79,6 +83,32 @@ class App:
     def __repr__(self) -> str:
         return f"App({self.id!r})"
 
+    def configure(self, overrides: Mapping[str, Any]) -> None:
+        """Override settings by their Kafka names, values as text or typed
+        (``{"commit.interval.ms": "500", "deserialization.exception.handler": "fail"}``), as
+        ``streamkit worker --set name=value`` does. Call it before the app starts. Raises
+        ``SettingsError`` (one line, naming the setting) for an unknown name or a bad value.
+        ``bootstrap.servers`` given here wins over ``App(broker=...)``."""
+        if self.runtime is not None:
+            raise SettingsError("settings cannot change while the app runs; stop it first")
+        settings = _checked(self.settings.override(overrides))
+        if settings.application_id != self.id and any(t.internal for t in self.topics.values()):
+            raise SettingsError("application.id cannot be overridden: it names the app's internal topics, "
+                                "already declared; set it in App(...)")
+        old_partitions = self.settings.num_partitions
+        self.settings = settings
+        self.id = settings.application_id
+        if settings.bootstrap_servers is not None and "bootstrap.servers" in overrides:
+            self.broker = _broker_address(settings.bootstrap_servers)
+        if settings.num_partitions != old_partitions:
+            # What was sized by num.partitions when declared follows it.
+            for topic in self.topics.values():
+                if topic.internal and topic.declared_partitions == old_partitions:
+                    topic.partitions = topic.declared_partitions = settings.num_partitions
+            for table in self.tables.values():
+                if table.declared_partitions is None:
+                    table.resize(settings.num_partitions)
+
     @property
     def state_dir(self) -> Path:
         return self.settings.state_dir or self.data_dir / "state"
@@ -87,14 +117,16 @@ class App:
 
     def topic(self, name: str, *, key_type: Any = str, value_type: Any = None,
               partitions: int | None = None, config: dict[str, str] | None = None,
-              timestamp: TimestampExtractor | None = None) -> Topic:
+              timestamp: TimestampExtractor | None = None, partitioner: str | None = None) -> Topic:
         """Declare a topic (the same name returns the same Topic). ``timestamp``: the event
-        time of each record, ``fn(event) -> int`` milliseconds (default: the record timestamp)."""
+        time of each record, ``fn(event) -> int`` milliseconds (default: the record timestamp).
+        ``partitioner``: how its producers place keyed records (``murmur2``,
+        ``consistent_random``, ``fnv1a``); detected from the records when not given."""
         existing = self.topics.get(name)
         if existing is not None:
             return existing
         topic = Topic(self, name, key_type=key_type, value_type=value_type, partitions=partitions,
-                      config=config, timestamp=timestamp)
+                      config=config, timestamp=timestamp, partitioner=partitioner)
         self.topics[name] = topic
         return topic
 
@@ -139,13 +171,19 @@ class App:
 
     def Table(self, name: str, *, default: Callable[[], Any] | None = None, key_type: Any = None,
               value_type: Any = None, partitions: int | None = None, store: str = "rocksdb") -> Table:
-        """A partitioned table backed by a local store and a compacted changelog topic."""
+        """A partitioned table backed by a local store and a compacted changelog topic.
+
+        ``partitions``: as many as the topic that updates it (task p owns input partition p
+        and table partition p). Left out, the worker takes the partition count of the topic
+        its agents read (or ``num.partitions``, when they read several of different counts);
+        a table whose count differs from its input's is refused at start."""
         from streamkit.streams.table import Table
 
         if name in self.tables:
             raise ValueError(f"a table named {name!r} already exists")
         table = Table(self, name, default=default, key_type=key_type, value_type=value_type,
                       partitions=partitions or self.settings.num_partitions, store=store)
+        table.declared_partitions = partitions
         self.tables[name] = table
         return table
 
@@ -158,6 +196,7 @@ class App:
             raise ValueError(f"a table named {name!r} already exists")
         table = GlobalTable(self, name, default=default, key_type=key_type, value_type=value_type,
                             partitions=partitions or self.settings.num_partitions, store=store)
+        table.declared_partitions = partitions
         self.tables[name] = table
         return table
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,6 +129,8 @@ class ChangelogReader:
         # would otherwise retry, and so reconnect, after the client closed.
         self._fetches: set[asyncio.Task[_Fetched]] = set()
         self._stopped = False
+        # Called with the headers of the first record of each batch read (fingerprints).
+        self.on_headers: Callable[[Any], None] | None = None
 
     def __repr__(self) -> str:
         return f"ChangelogReader({self.tp.topic!r}, {self.tp.partition})"
@@ -195,7 +197,7 @@ class ChangelogReader:
         response never exists as tuples all at once."""
         chunk: list[ChangelogRecord] = []
         for batch in fetched.batches:
-            records = _batch_records(batch, fetched.position, end)
+            records = _batch_records(batch, fetched.position, end, self.on_headers)
             if not chunk:
                 chunk = records
             elif len(chunk) + len(records) <= self._chunk_records:
@@ -332,11 +334,18 @@ async def _cancel(task: asyncio.Task[_Fetched]) -> None:
         pass  # it failed before the cancel arrived; nobody wants its outcome any more
 
 
-def _batch_records(batch: Any, position: int, end: int) -> list[ChangelogRecord]:
-    """The records of ``batch`` with ``position <= offset < end``; none of a control batch."""
+def _batch_records(batch: Any, position: int, end: int,
+                   on_headers: Callable[[Any], None] | None = None) -> list[ChangelogRecord]:
+    """The records of ``batch`` with ``position <= offset < end``; none of a control batch.
+    ``on_headers`` sees the headers of the first of them (one per batch: a writer puts the
+    same headers on every record, so one tells who wrote the batch)."""
     if batch.is_control_batch:
         return []
     # The common case, every batch but the first and the last of a read: take it whole.
     if isinstance(batch, DefaultRecordBatch) and batch.base_offset >= position and batch.next_offset <= end:
-        return [(r.key, r.value, r.offset) for r in batch]
-    return [(r.key, r.value, r.offset) for r in batch if position <= r.offset < end]
+        records = list(batch)
+    else:
+        records = [r for r in batch if position <= r.offset < end]
+    if on_headers is not None and records:
+        on_headers(records[0].headers)
+    return [(r.key, r.value, r.offset) for r in records]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 __all__ = ["BytesCodec", "Codec", "CodecError", "JsonCodec", "ModelCodec", "StrCodec", "UserCodec", "codec_for"]
 
@@ -79,7 +79,7 @@ class JsonCodec:
             try:
                 return self._adapter.validate_python(value)
             except ValueError as exc:
-                raise CodecError(str(exc).splitlines()[0]) from None
+                raise CodecError(validation_detail(exc)) from None
         return value
 
 
@@ -98,14 +98,14 @@ class ModelCodec:
             try:
                 return self.model.model_validate(obj).model_dump_json().encode()
             except ValueError as exc:
-                raise CodecError(f"invalid {self.model.__name__}: {str(exc).splitlines()[0]}") from None
+                raise CodecError(f"invalid {self.model.__name__}: {validation_detail(exc)}") from None
         raise CodecError(f"expected {self.model.__name__}, got {type(obj).__name__}")
 
     def loads(self, data: bytes) -> Any:
         try:
             return self.model.model_validate_json(data)
         except ValueError as exc:
-            raise CodecError(f"invalid {self.model.__name__}: {str(exc).splitlines()[0]}") from None
+            raise CodecError(f"invalid {self.model.__name__}: {validation_detail(exc)}") from None
 
 
 class UserCodec:
@@ -138,6 +138,27 @@ class UserCodec:
             raise
         except Exception as exc:
             raise CodecError(f"{type(self.codec).__name__}.loads failed: {_one_line(exc)}") from exc
+
+
+_MAX_INPUT_SHOWN = 60
+
+
+def validation_detail(exc: Exception) -> str:
+    """Pydantic's errors on one line, each with where and what ("amount: Input should be a
+    valid integer (got 'x')"), rather than its headline "1 validation error for Order"."""
+    if not isinstance(exc, ValidationError):
+        return _one_line(exc)
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"])
+        text = f"{where}: {error['msg']}" if where else str(error["msg"])
+        if error["type"] not in ("missing", "json_invalid") and "input" in error:
+            shown = repr(error["input"])
+            if len(shown) > _MAX_INPUT_SHOWN:
+                shown = shown[:_MAX_INPUT_SHOWN] + "..."
+            text += f" (got {shown})"
+        parts.append(text)
+    return "; ".join(parts) or _one_line(exc)
 
 
 def _one_line(exc: Exception) -> str:

@@ -116,6 +116,7 @@ def _state_table(app: App, name: str, cls: type[Table] | None = None) -> Table:
     table = (cls or Table)(app, name, default=None, key_type=bytes, value_type=None,
                            partitions=app.settings.num_partitions, store="rocksdb")
     table.queryable = False
+    table.declared_partitions = None  # sized by num.partitions
     app.tables[name] = table
     return table
 
@@ -654,6 +655,9 @@ def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
         if kind == "to_table":
             table: Table = p["table"]
             _check_state_partitions(f"to_table({table.name!r})", node, table)
+            parent = node.parents[0]
+            feeding = parent.update_stream if isinstance(parent, TableNode) else parent
+            table.fed_by(_topic_of(feeding).name)  # its keys are located by that topic's partitioner
 
             def materialize(ev: Event) -> None:
                 txn = ctx.txn(table)

@@ -15,7 +15,9 @@ class Event:
 
     ``timestamp`` is the record's event time in epoch milliseconds: the record timestamp,
     or what the topic's timestamp extractor returned for it (``app.topic(...,
-    timestamp=fn)``); ``offset`` is -1 for events not read from a topic.
+    timestamp=fn)``); ``offset`` is -1 for events not read from a topic. ``raw_key`` is the
+    record's key as it was on the wire (tables compare it with their own keys: a table key
+    equal to the record's key belongs to the record's task whatever partitioner placed it).
     """
 
     key: Any
@@ -25,6 +27,7 @@ class Event:
     topic: str = ""
     partition: int = -1
     offset: int = -1
+    raw_key: bytes | None = None
 
     def header(self, name: str) -> bytes | None:
         for key, value in self.headers:

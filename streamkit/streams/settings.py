@@ -5,16 +5,35 @@ dict uses the dotted names users know from Kafka Streams (``commit.interval.ms``
 ``num.standby.replicas``, ``state.dir``, ``processing.guarantee``...) and from the consumer
 (``session.timeout.ms``, ``max.poll.records``, ``auto.offset.reset``...). Unknown names and bad
 values raise ``SettingsError`` with one line naming the setting.
+
+Every setting can also be overridden from outside the app's code, by its Kafka name with a
+text value (``streamkit worker --set commit.interval.ms=500``): ``AppSettings.override`` and
+``App.configure`` take such a mapping.
+
+Bad records (``deserialization.exception.handler``, Kafka Streams' name): ``dead_letter``
+(the default) sends a record that cannot be deserialized to the dead-letter topic
+(``errors.deadletterqueue.topic.name``, Kafka Connect's name, also taken under Kafka Streams'
+``errors.dead.letter.queue.topic.name``; default ``{application.id}-dead-letter``) with its
+key, value, timestamp and headers, plus error-context headers, logs it and goes on: a bad
+record never stops the app, and is never lost. ``fail`` stops the worker on it (the log
+line gives the command that skips it), ``skip`` logs and drops it. Kafka Streams' handler
+class names are accepted: ``LogAndFailExceptionHandler`` is ``fail``,
+``LogAndContinueExceptionHandler`` is ``skip``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-__all__ = ["AppSettings", "SettingsError"]
+__all__ = ["AppSettings", "SettingsError", "setting_names"]
+
+# Kafka Streams' deserialization handlers by class name (with or without the package).
+_HANDLER_CLASSES = {"LogAndFailExceptionHandler": "fail", "LogAndContinueExceptionHandler": "skip"}
 
 
 class SettingsError(ValueError):
@@ -39,8 +58,11 @@ class AppSettings(BaseModel):
     num_partitions: int = Field(default=4, alias="num.partitions", ge=1)
     replication_factor: int = Field(default=1, alias="replication.factor", ge=1)
     deserialization_error: Literal["fail", "skip", "dead_letter"] = Field(
-        default="fail", alias="deserialization.exception.handler")
-    dead_letter_topic: str | None = Field(default=None, alias="errors.deadletterqueue.topic.name")
+        default="dead_letter", alias="deserialization.exception.handler")
+    dead_letter_topic: str | None = Field(
+        default=None, alias="errors.deadletterqueue.topic.name",
+        validation_alias=AliasChoices("errors.deadletterqueue.topic.name", "errors.dead.letter.queue.topic.name",
+                                      "dead_letter_topic"))
     late_records_topic: str | None = Field(default=None, alias="late.records.topic.name")
     window_idle_close_ms: int = Field(default=0, alias="window.idle.close.ms", ge=0)
     cache_max_bytes_buffering: int = Field(default=10 * 1024 * 1024, alias="statestore.cache.max.bytes", ge=0)
@@ -51,8 +73,15 @@ class AppSettings(BaseModel):
     # an unreachable broker at start before it gives up with a one-line error.
     bootstrap_timeout_ms: int = Field(default=60000, alias="bootstrap.timeout.ms", ge=0)
 
+    @field_validator("deserialization_error", mode="before")
     @classmethod
-    def build(cls, values: dict[str, Any]) -> AppSettings:
+    def _handler_class(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return _HANDLER_CLASSES.get(value.rsplit(".", 1)[-1], value)
+        return value
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any]) -> AppSettings:
         """Validate ``values`` (Kafka names or attribute names); one-line errors."""
         try:
             return cls.model_validate(values)
@@ -60,8 +89,22 @@ class AppSettings(BaseModel):
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "settings"
             if first["type"] == "extra_forbidden":
-                raise SettingsError(f"unknown app setting {where!r}") from None
+                close = get_close_matches(where, setting_names(), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise SettingsError(f"unknown app setting {where!r}{hint}") from None
             raise SettingsError(f"bad value for app setting {where!r}: {first['msg']}") from None
+
+    def override(self, overrides: Mapping[str, Any]) -> AppSettings:
+        """These settings with ``overrides`` applied: Kafka names (or attribute names) to
+        values, text accepted (``{"commit.interval.ms": "500"}``); validated like ``build``."""
+        values: dict[str, Any] = self.model_dump(by_alias=True, exclude_unset=True)
+        names = _canonical_names()
+        values.update({names.get(k, k): v for k, v in overrides.items()})
+        return AppSettings.build(values)
+
+    def kafka_items(self) -> dict[str, Any]:
+        """Every setting under its Kafka name, defaults included."""
+        return self.model_dump(by_alias=True)
 
     @property
     def exactly_once(self) -> bool:
@@ -77,3 +120,22 @@ class AppSettings(BaseModel):
     def internal_topic(self, suffix: str) -> str:
         """Internal topics are prefixed with the application id, as in Kafka Streams."""
         return f"{self.application_id}-{suffix}"
+
+
+def setting_names() -> list[str]:
+    """The Kafka names of every app setting."""
+    return sorted(str(f.alias) for f in AppSettings.model_fields.values() if f.alias)
+
+
+def _canonical_names() -> dict[str, str]:
+    """Every accepted name of a setting (attribute name, other aliases) -> its Kafka name."""
+    out: dict[str, str] = {}
+    for attr, field in AppSettings.model_fields.items():
+        if not field.alias:
+            continue
+        out[attr] = field.alias
+        if isinstance(field.validation_alias, AliasChoices):
+            for choice in field.validation_alias.choices:
+                if isinstance(choice, str):
+                    out[choice] = field.alias
+    return out

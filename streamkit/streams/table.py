@@ -15,6 +15,8 @@ are expired from the store by event time (stream time per partition), never by w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
 import logging
 import operator
 import time
@@ -34,7 +36,9 @@ from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.codecs import StrCodec, codec_for
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.metrics import RestoreProgress
+from streamkit.streams.partitioners import Partitioner, murmur2_partition
 from streamkit.streams.processing import jsonable
+from streamkit.streams.progress import Task as ProgressTask
 from streamkit.streams.topic import partition_for_key
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
     from streamkit.streams.app import App
     from streamkit.streams.runtime import Runtime
 
-__all__ = ["GlobalTable", "NotCoPartitionedError", "Table", "TableNotOwned", "WindowSet", "WindowedTable"]
+__all__ = ["GlobalTable", "NotCoPartitionedError", "PartitionCountError", "Table", "TableNotOwned", "WindowSet", "WindowedTable"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,34 @@ class NotCoPartitionedError(RuntimeError):
     worker takes the key's partition; so it is refused at once, on any number of workers."""
 
 
+class StateDefinitionError(RuntimeError):
+    """State (local store or changelog) written by another definition of the operator:
+    same name, another window type or size. Reusing it would mix the two."""
+
+
+FINGERPRINT_HEADER = "streamkit.fingerprint"
+_FINGERPRINT_FILE = "fingerprint.json"
+
+
+def _spec_text(spec: Any) -> str:
+    """A window spec without its grace period (a grace change keeps the stored windows valid)."""
+    fields = {k: v for k, v in dataclasses.asdict(spec).items() if k != "grace_ms"}
+    return f"{type(spec).__name__}({', '.join(f'{k}={v}' for k, v in fields.items())})"
+
+
+class PartitionCountError(NotCoPartitionedError):
+    """A table updated by a topic of another partition count: task p owns input partition p
+    and table partition p, so the counts must be equal."""
+
+
+def partition_count_message(table: Table, topic: str, count: int, agent: str | None = None) -> str:
+    who = f"agent {agent!r} reads" if agent else "records of"
+    return (f"{who} topic {topic!r} ({count} partitions) and updates table {table.name!r} ({table.partitions} "
+            f"partitions): a table needs as many partitions as the topic that updates it. Declare "
+            f"app.Table({table.name!r}, partitions={count}), or re-key the stream with stream.group_by(...) "
+            f"(its repartition topic has num.partitions partitions)")
+
+
 def _seconds_to_ms(value: float | timedelta, what: str) -> int:
     """Faust-style sizes: seconds (int or float) or a timedelta."""
     if isinstance(value, timedelta):
@@ -98,6 +130,8 @@ class Table:
         self.name = name
         self.default = default
         self.partitions = partitions
+        # None: sized at start after the topic its agents read (``resize``).
+        self.declared_partitions: int | None = partitions
         self.key_codec = codec_for(key_type, StrCodec())
         self.value_codec = codec_for(value_type)
         self.store_kind = store
@@ -114,6 +148,10 @@ class Table:
         self._runtime: Runtime | None = None
         self._expired_up_to: dict[int, int] = {}
         self._standby: set[int] = set()
+        # The topics whose records update this table (seen in agents), and the first of them,
+        # whose partitioner locates keys for queries.
+        self._sources: set[str] = set()
+        self._source: str | None = None
         # False for the DSL's internal state (aggregations, join buffers): their keys and
         # values are laid out by the DSL, so the web endpoints, which read tables as
         # key -> value, must not serve them (a snapshot of one failed with a 503).
@@ -123,6 +161,11 @@ class Table:
         return f"Table({self.name!r})"
 
     # -- windowing -----------------------------------------------------------------------
+
+    def resize(self, partitions: int) -> None:
+        """Set the partition count before the worker starts (tables declared without one)."""
+        self.partitions = partitions
+        self.changelog.partitions = partitions
 
     def tumbling(self, size: float | timedelta, *, expires: float | timedelta | None = None) -> WindowedTable:
         """Windowed by tumbling windows of ``size`` seconds (or a timedelta)."""
@@ -140,6 +183,65 @@ class Table:
         self.window = spec
         self.expires_ms = _seconds_to_ms(expires, "expires") if expires is not None else spec.size_ms * 10
         return WindowedTable(self)
+
+    # -- fingerprint -------------------------------------------------------------------
+
+    def definition(self) -> str:
+        """What the stored state depends on: the operator's kind and window arithmetic."""
+        spec = self.window if self.window is not None else getattr(self, "spec", None)
+        return type(self).__name__ + (f" {_spec_text(spec)}" if spec is not None else "")
+
+    def fingerprint(self) -> str:
+        return hashlib.sha1(self.definition().encode()).hexdigest()[:12]
+
+    def changelog_headers(self) -> list[tuple[str, bytes]]:
+        """Headers of the changelog record batches this table writes (on each batch's first
+        record): its fingerprint, which a restore compares with its own."""
+        return [(FINGERPRINT_HEADER, self.fingerprint().encode())]
+
+    def _reset_hint(self) -> str:
+        assert self._store is not None
+        return (f"start it over: stop every worker, delete the topic {self.changelog.name} and the local state "
+                f"{self._store.path} on every worker (or reset the app); or give the changed definition another "
+                f"name")
+
+    def _check_local_fingerprint(self) -> None:
+        """The fingerprint file next to the local store, written by the last worker here."""
+        assert self._store is not None
+        path = self._store.path / _FINGERPRINT_FILE
+        try:
+            stored = orjson.loads(path.read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return
+        if stored.get("fingerprint") != self.fingerprint():
+            raise StateDefinitionError(
+                f"table {self.name!r}: the local state was written by another definition "
+                f"({stored.get('definition')!r}, now {self.definition()!r}); reusing it would mix both; "
+                f"{self._reset_hint()}")
+
+    def _check_changelog_fingerprint(self, partition: int) -> Callable[[Any], None]:
+        mine = self.fingerprint().encode()
+
+        def check(headers: Any) -> None:
+            for name, value in headers or ():
+                if name == FINGERPRINT_HEADER and value != mine:
+                    raise StateDefinitionError(
+                        f"table {self.name!r}: its changelog {self.changelog.name} (partition {partition}) was "
+                        f"written by another definition (fingerprint {value.decode(errors='replace')}, now "
+                        f"{mine.decode()}: {self.definition()!r}); reusing it would mix both; {self._reset_hint()}")
+
+        return check
+
+    def _save_fingerprint(self) -> None:
+        assert self._store is not None
+        if self.store_kind == "memory":
+            return
+        path = self._store.path / _FINGERPRINT_FILE
+        data = orjson.dumps({"fingerprint": self.fingerprint(), "definition": self.definition()})
+        with contextlib.suppress(OSError):
+            if not path.exists() or path.read_bytes() != data:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
 
     # -- runtime hooks -------------------------------------------------------------------
 
@@ -197,12 +299,15 @@ class Table:
         """Replay the changelog partition from the store's last applied offset to its end."""
         runtime = self._runtime
         assert runtime is not None and runtime.bootstrap is not None and self._store is not None
+        self._check_local_fingerprint()
         part = self._store.partition(partition)
         progress = RestoreProgress()
         runtime.metrics.restore[(self.name, partition)] = progress
         reader = ChangelogReader(runtime.bootstrap, self.changelog.name, partition,
                                  client_id=f"{self.app.id}-restore", chunk_records=_RESTORE_BATCH)
+        reader.on_headers = self._check_changelog_fingerprint(partition)
         started = time.monotonic()
+        shown: ProgressTask | None = None
         try:
             # Inside the try: a restore cancelled while its reader connects (the worker
             # stopping, or losing the partition, right after the assignment) must still close
@@ -220,15 +325,23 @@ class Table:
                 applied = None
             start = max(begin, (applied + 1) if applied is not None else 0)
             progress.total = max(end - start, 0)
+            if progress.total:
+                shown = runtime.progress.start(f"restoring {self.name}-{partition}", progress.total)
             async with contextlib.aclosing(reader.read(start, end)) as chunks:
                 async for chunk in chunks:
-                    progress.restored += part.apply_changelog(chunk, batch_size=_RESTORE_BATCH)
+                    applied_now = part.apply_changelog(chunk, batch_size=_RESTORE_BATCH)
+                    progress.restored += applied_now
+                    if shown is not None:
+                        shown.advance(applied_now)
         except StoreIdentityError:
             self._store.destroy(partition)
             raise
         finally:
+            if shown is not None:
+                shown.finish()
             await stop_client(reader)
         progress.done = True
+        self._save_fingerprint()
         elapsed = time.monotonic() - started
         if progress.restored:
             log.info("restored %s-%d: %d records in %.2fs (%.0f/s)", self.name, partition,
@@ -303,24 +416,73 @@ class Table:
 
     # -- dict API ------------------------------------------------------------------------
 
-    def partition_of(self, key: Any) -> int:
-        return partition_for_key(self.key_codec.dumps(key), self.partitions)
+    def fed_by(self, topic: str) -> None:
+        """Note that records of ``topic`` update this table: its partitioner then locates
+        the table's keys (interactive queries). The first such topic wins."""
+        self._sources.add(topic)
+        if self._source is None:
+            self._source = topic
 
-    def _check_copartitioned(self, key_bytes: bytes, p: int) -> None:
-        """Inside an agent, a key must be in the partition of the event being processed."""
+    def _partitioner(self) -> tuple[Partitioner, bool]:
+        """The partitioner that places this table's keys, and whether it is known: the one
+        of the topic that updates the table (declared or detected); murmur2 until then."""
+        runtime, source = self._runtime, self._source
+        if runtime is not None and source is not None:
+            found = runtime.partitioning(source).lookup()
+            if found is not None:
+                return found, True
+        return murmur2_partition, False
+
+    def partition_of(self, key: Any) -> int:
+        return self._partitioner()[0](self.key_codec.dumps(key), self.partitions)
+
+    def partition_known(self) -> bool:
+        """Whether ``partition_of`` is certain (the updating topic's partitioner is known)."""
+        return self._partitioner()[1]
+
+    def _new_source(self, topic: str) -> None:
+        """The first record of ``topic`` that uses this table: its partitions must be the
+        table's (task p owns input partition p and table partition p)."""
+        runtime = self._runtime
+        count = runtime.topic_partitions(topic) if runtime is not None else None
+        if count is not None and count != self.partitions:
+            raise PartitionCountError(partition_count_message(self, topic, count))
+        self.fed_by(topic)
+
+    def _task_partition(self, key_bytes: bytes) -> int:
+        """The partition whose store holds ``key_bytes``. Inside an agent: the partition of
+        the record being processed (its task's store, as in Kafka Streams), whatever
+        partitioner placed the record; refused when the key cannot belong to that task."""
         event = current_event()
-        if event is None or event.partition == p:
+        if event is None:
+            return self._partitioner()[0](key_bytes, self.partitions)
+        if event.topic not in self._sources:
+            self._new_source(event.topic)
+        p = event.partition
+        if key_bytes != event.raw_key and self._runtime is not None:
+            self._check_copartitioned(key_bytes, event.topic, p)
+        return p
+
+    def _check_copartitioned(self, key_bytes: bytes, topic: str, p: int) -> None:
+        """A key other than the record's own must be one the record's task owns under the
+        topic's partitioner; one it cannot own means the table is keyed differently from
+        the stream. It would seem to work on one worker, until another worker owns the key."""
+        assert self._runtime is not None
+        detector = self._runtime.partitioning(topic)
+        if detector.possible(key_bytes, p, self.partitions):
             return
+        found = detector.lookup()
+        where = f"is in partition {found(key_bytes, self.partitions)}" if found is not None else "is not in that partition"
+        by = f" (placed by the {detector.name} partitioner)" if detector.name else ""
         raise NotCoPartitionedError(
-            f"table {self.name!r}: key {key_bytes!r} is in partition {p}, but the agent is processing "
-            f"partition {event.partition} of {event.topic!r}: the stream is not co-partitioned with the "
-            f"table (it would work on one worker only); group the stream by the table's key "
-            f"(stream.group_by) so records and table keys are co-partitioned"
+            f"table {self.name!r}: key {key_bytes!r} {where}, but the agent is processing partition {p} of "
+            f"{topic!r}{by}: the table is keyed differently from the stream (it would work on one worker "
+            f"only); re-key the stream by the table's key with stream.group_by(lambda value: <table key>) "
+            f"so each key's records and state belong to one task"
         )
 
     def _txn_for(self, key_bytes: bytes) -> tuple[Transaction, int]:
-        p = partition_for_key(key_bytes, self.partitions)
-        self._check_copartitioned(key_bytes, p)
+        p = self._task_partition(key_bytes)
         txn = self._txns.get(p)
         if txn is None:
             if self._runtime is None:
@@ -331,6 +493,14 @@ class Table:
                 f"are co-partitioned"
             )
         return txn, p
+
+    def _lookup_txns(self, key_bytes: bytes) -> tuple[list[Transaction], bool]:
+        """Where a query (no current record) looks for a key, and whether a miss there
+        means the key is nowhere: its partition when the partitioner is known (raising
+        TableNotOwned when another worker owns it), else every partition this worker owns."""
+        if self._partitioner()[1]:
+            return [self._txn_for(key_bytes)[0]], True
+        return [self._txns[p] for p in sorted(self._txns)], len(self._txns) >= self.partitions
 
     def __getitem__(self, key: Any) -> Any:
         kb = self.key_codec.dumps(key)
@@ -358,16 +528,12 @@ class Table:
 
     def __contains__(self, key: Any) -> bool:
         kb = self.key_codec.dumps(key)
-        p = partition_for_key(kb, self.partitions)
-        self._check_copartitioned(kb, p)
-        txn = self._txns.get(p)
+        txn = self._txns.get(self._task_partition(kb))
         return txn is not None and txn.get(kb) is not None
 
     def get(self, key: Any, default: Any = None) -> Any:
         kb = self.key_codec.dumps(key)
-        p = partition_for_key(kb, self.partitions)
-        self._check_copartitioned(kb, p)
-        txn = self._txns.get(p)
+        txn = self._txns.get(self._task_partition(kb))
         raw = txn.get(kb) if txn is not None else None
         return default if raw is None else self.value_codec.loads(raw)
 
@@ -395,14 +561,24 @@ class Table:
 
     def query(self, key: Any) -> Any:
         """The value (or, for a windowed table, the windows) of a key owned here."""
+        kb = self.key_codec.dumps(key)
+        txns, complete = self._lookup_txns(kb)
         if self.window is None:
-            kb = self.key_codec.dumps(key)
-            txn, _p = self._txn_for(kb)
-            raw = txn.get(kb)
-            if raw is None:
-                raise KeyError(key)
-            return self.value_codec.loads(raw)
-        return [{"start": w.start, "end": w.end, "value": v} for w, v in WindowedTable(self).windows(key)]
+            for txn in txns:
+                raw = txn.get(kb)
+                if raw is not None:
+                    return self.value_codec.loads(raw)
+        else:
+            codec = self.value_codec
+            for txn in txns:
+                found = [{"start": w.start_ms, "end": w.end_ms, "value": codec.loads(w.value)}
+                         for w in WindowedTransaction(txn).iter_windows(kb)]
+                if found:
+                    return found
+        if not complete:
+            # The partitioner is not known yet: the key may be on another worker.
+            raise TableNotOwned(f"table {self.name!r}: key {kb!r} is not on this worker")
+        raise KeyError(key)
 
     def snapshot(self, limit: int = 1000) -> dict[str, Any]:
         out: dict[str, Any] = {}

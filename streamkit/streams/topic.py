@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
-
-from aiokafka.partitioner import murmur2
 
 from streamkit.streams.codecs import Codec, CodecError, StrCodec, codec_for
 from streamkit.streams.event import Event, TimestampExtractor, extract_timestamp
+from streamkit.streams.partitioners import canonical_partitioner, murmur2_partition
 
 if TYPE_CHECKING:
     from streamkit.streams.app import App
 
 __all__ = ["Topic", "partition_for_key"]
 
-
-# Tables look up the partition of a key on every access and aiokafka's murmur2 is pure
-# Python; a stream's keys repeat, so a bounded memo makes the lookup a C-level hit.
-@lru_cache(maxsize=1 << 16)
-def partition_for_key(key: bytes, partitions: int) -> int:
-    """Kafka's default partitioner for keyed records (murmur2, as the Java client)."""
-    return int(murmur2(key) & 0x7FFFFFFF) % partitions
+partition_for_key = murmur2_partition
+"""Kafka's default partitioner for keyed records (murmur2, as the Java client and streamkit's
+own producer); other clients differ (see ``streams.partitioners``)."""
 
 
 class Topic:
@@ -34,12 +28,20 @@ class Topic:
     and joins all see it as ``event.timestamp``; repartition topics carry it on). Without
     one, event time is the record timestamp. A record it fails on (an exception, or not an
     int) is handled like one that cannot be deserialized
-    (``deserialization.exception.handler``)."""
+    (``deserialization.exception.handler``).
+
+    ``partitioner``: how the producers of this topic place keyed records (``"murmur2"``, the
+    Java client's and streamkit's; ``"consistent_random"``, librdkafka's default, so
+    confluent-kafka's and kcat's; ``"fnv1a"``). Processing never needs it (a record's state
+    goes to its own partition's task); key lookups do (which worker serves
+    ``GET /tables/{table}/{key}``, whether a table key an agent uses belongs to the record's
+    task). Without it the worker detects it from the keys it reads."""
 
     def __init__(self, app: App, name: str, *, key_type: Any = str, value_type: Any = None,
                  partitions: int | None = None, config: dict[str, str] | None = None,
                  internal: bool = False, key_codec: Codec | None = None,
-                 value_codec: Codec | None = None, timestamp: TimestampExtractor | None = None) -> None:
+                 value_codec: Codec | None = None, timestamp: TimestampExtractor | None = None,
+                 partitioner: str | None = None) -> None:
         if timestamp is not None and not callable(timestamp):
             raise TypeError(f"topic {name!r}: timestamp must be a function fn(event) -> int milliseconds")
         self.app = app
@@ -47,6 +49,12 @@ class Topic:
         self.key_codec = key_codec or codec_for(key_type, StrCodec())
         self.value_codec = value_codec or codec_for(value_type)
         self.partitions = partitions
+        self.declared_partitions = partitions
+        # Internal topics are written by the worker's own producer, whose partitioner is murmur2.
+        try:
+            self.partitioner = canonical_partitioner(partitioner) if partitioner else ("murmur2" if internal else None)
+        except ValueError as exc:
+            raise ValueError(f"topic {name!r}: {exc}") from None
         self.config = dict(config or {})
         self.internal = internal
         self.timestamp_extractor = timestamp
@@ -70,7 +78,7 @@ class Topic:
               partition: int, offset: int) -> Event:
         """The event of a consumed record: decoded, with its event time. Raises
         ``CodecError`` for a record that cannot be decoded or timestamped."""
-        event = Event(*self.decode(key, value), timestamp, headers, self.name, partition, offset)
+        event = Event(*self.decode(key, value), timestamp, headers, self.name, partition, offset, key)
         if self.timestamp_extractor is not None:
             try:
                 event.timestamp = extract_timestamp(self.timestamp_extractor, event)

@@ -140,7 +140,11 @@ class WebServer:
             except TableNotOwned:
                 if "local" in query:
                     return _json(503, {"error": f"key {text!r} is not owned by this worker"})
-                return await self._forward(table.name, text, table.partition_of(key))
+                if table.partition_known():
+                    return await self._forward(table.name, text, table.partition_of(key))
+                # The partitioner of the topic that updates the table is not known (yet):
+                # whichever worker has the key answers.
+                return await self._ask_all(table.name, text)
             except KeyError:
                 return _json(404, {"error": f"key {text!r} not found in {table.name!r}"})
         return _json(404, {"error": f"no route for {url.path}"})
@@ -149,6 +153,10 @@ class WebServer:
         owner = await self._owner(partition)
         if owner is None:
             return _json(503, {"error": f"no worker owns partition {partition} right now (rebalancing?)"})
+        return await self._get(owner, table, key)
+
+    async def _get(self, owner: str, table: str, key: str) -> bytes:
+        """``GET /tables/{table}/{key}?local=1`` from the worker at ``owner``."""
         host, _, port = owner.rpartition(":")
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 5)
@@ -161,8 +169,26 @@ class WebServer:
         except (OSError, TimeoutError, ValueError) as exc:
             return _json(502, {"error": f"owner {owner} did not answer: {exc}"})
 
+    async def _ask_all(self, table: str, key: str) -> bytes:
+        """Ask every other worker for a key (``?local=1``): the first that has it answers."""
+        me = f"{self.host}:{self.port}"
+        for address, _active in await self._members():
+            if address == me:
+                continue
+            answer = await self._get(address, table, key)
+            if answer.startswith(b"HTTP/1.1 200"):
+                return answer
+        return _json(404, {"error": f"key {key!r} not found in {table!r}"})
+
     async def _owner(self, partition: int) -> str | None:
         """The web address of the member active for task ``partition``."""
+        for address, active in await self._members():
+            if partition in active:
+                return address
+        return None
+
+    async def _members(self) -> list[tuple[str, set[int]]]:
+        """The web address and active tasks of each member of the app's group."""
         rt = self.runtime
         admin = AIOKafkaAdminClient(bootstrap_servers=rt.bootstrap)
         try:
@@ -170,6 +196,7 @@ class WebServer:
             described = await admin.describe_consumer_groups([rt.app.id])
         finally:
             await stop_client(admin)
+        out = []
         for response in described:
             for group in response.groups:
                 for member in group[5]:
@@ -177,6 +204,6 @@ class WebServer:
                     if "@" not in client_id or not assignment:
                         continue
                     decoded: Any = ConsumerProtocolMemberAssignment.decode(assignment)
-                    if partition in decode_user_data(decoded.user_data)["active"]:
-                        return str(client_id.split("@", 1)[1])
-        return None
+                    active = set(decode_user_data(decoded.user_data)["active"])
+                    out.append((str(client_id.split("@", 1)[1]), active))
+        return out

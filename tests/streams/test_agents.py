@@ -379,16 +379,19 @@ def _orders_app(make_app: Any, policy: str | None, **config: Any) -> tuple[App, 
     return app, topic, got
 
 
-async def test_bad_record_fails_the_worker_by_default(make_app: Any, probe: Probe) -> None:
-    app, topic, got = _orders_app(make_app, None)
+async def test_fail_policy_stops_on_a_bad_record_with_the_command_that_skips_it(make_app: Any,
+                                                                                 probe: Probe) -> None:
+    app, topic, got = _orders_app(make_app, "fail")
     await probe.create_topic(topic.name, 1)
     async with running(app, expect_failure=True) as runtime:
         await _produce_good_bad_good(probe, topic.name)
         await asyncio.wait_for(runtime.stopped.wait(), 20)
     message = str(runtime.failure)
     assert f"cannot deserialize record {topic.name}-0@1" in message
-    assert "invalid Order" in message
+    assert "invalid Order: Invalid JSON: EOF while parsing" in message  # pydantic's detail
     assert "deserialization.exception.handler" in message
+    assert (f"`streamkit groups reset-offsets {app.id} --topic {topic.name} --partition 0 --to-offset 2 "
+            "--execute`") in message
     # The good record before it may or may not have reached the agent before the stop.
     assert got in ([], GOOD[:1])
     assert runtime.metrics.deserialization_errors == 1
@@ -409,9 +412,11 @@ async def test_skip_policy_drops_bad_records(make_app: Any, probe: Probe) -> Non
 
 
 @pytest.mark.parametrize("custom_name", [False, True])
-async def test_dead_letter_policy(make_app: Any, probe: Probe, custom_name: bool) -> None:
+async def test_dead_letter_policy_is_the_default(make_app: Any, probe: Probe, custom_name: bool) -> None:
+    """With no setting at all, bad records go to ``{app}-dead-letter`` with their key, value,
+    timestamp and headers, plus Kafka Streams' error-context headers; the rest goes on."""
     extra = {"errors.deadletterqueue.topic.name": f"dlq-{unique('x')}"} if custom_name else {}
-    app, topic, got = _orders_app(make_app, "dead_letter", **extra)
+    app, topic, got = _orders_app(make_app, None, **extra)
     dlq = extra.get("errors.deadletterqueue.topic.name", f"{app.id}-dead-letter")
     await probe.create_topic(topic.name, 1)
     async with running(app) as runtime:
@@ -422,9 +427,11 @@ async def test_dead_letter_policy(make_app: Any, probe: Probe, custom_name: bool
     assert [(r.key, r.value) for r in dead] == [(b"k", BAD_VALUE), (b"\xff\xfe", b'{"id": 4}')]
     first = dict(dead[0].headers)
     assert first["origin"] == b"test"  # the record's own headers are kept
-    assert first["streamkit.source"] == f"{topic.name}-0@1".encode()
-    assert b"invalid Order" in first["streamkit.error"]
-    assert dict(dead[1].headers)["streamkit.source"] == f"{topic.name}-0@2".encode()
+    assert first["__streams.errors.topic"] == topic.name.encode()
+    assert (first["__streams.errors.partition"], first["__streams.errors.offset"]) == (b"0", b"1")
+    assert first["__streams.errors.exception"] == b"ValidationError"
+    assert b"invalid Order: Invalid JSON" in first["__streams.errors.message"]
+    assert dict(dead[1].headers)["__streams.errors.offset"] == b"2"
 
 
 async def _read_n(probe: Probe, topic: str, n: int) -> list[Any] | None:

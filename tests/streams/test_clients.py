@@ -116,7 +116,7 @@ async def test_stop_waits_for_the_restores_it_cancels(make_app: Any, probe: Prob
     before = _open_connections()  # the probe's
     for app in apps:
         topic = app.topic(f"{app.id}-in", value_type=int, partitions=2)
-        app.Table("t", default=int)
+        app.Table("t", default=int, partitions=2)
 
         @app.agent(topic)
         async def noop(stream: AgentStream) -> None:

@@ -10,7 +10,7 @@ import pytest
 import streamkit
 from streamkit.streams.agent import AgentStream
 from streamkit.streams.app import App, AppNotRunning, _broker_address
-from streamkit.streams.settings import AppSettings, SettingsError
+from streamkit.streams.settings import AppSettings, SettingsError, setting_names
 
 
 def build(**values: object) -> AppSettings:
@@ -29,12 +29,12 @@ def test_defaults() -> None:
     assert s.max_poll_records == 10000
     assert s.auto_offset_reset == "earliest"
     assert s.num_partitions == 4
-    assert s.deserialization_error == "fail"
+    assert s.deserialization_error == "dead_letter"  # a bad record never stops the app, nor is lost
     assert s.window_idle_close_ms == 0
     assert s.producer_acks == "all"
     assert s.bootstrap_timeout_ms == 60000
     assert s.cache_max_bytes_buffering == 10 * 1024 * 1024
-    assert s.dead_letter_topic_name is None  # the handler is "fail"
+    assert s.dead_letter_topic_name == f"{s.application_id}-dead-letter"
     assert not s.exactly_once
 
 
@@ -124,7 +124,7 @@ def test_bad_values_name_the_setting(values: dict[str, object], name: str, fragm
 def test_unknown_names_are_refused(name: str) -> None:
     with pytest.raises(SettingsError) as info:
         AppSettings.build({"application.id": "app", name: 1})
-    assert str(info.value) == f"unknown app setting {name!r}"
+    assert str(info.value).startswith(f"unknown app setting {name!r}")
 
 
 def test_app_reports_settings_errors(tmp_path: Path) -> None:
@@ -285,3 +285,44 @@ def test_top_level_names() -> None:
     assert streamkit.tumbling(minutes=1).size_ms == 60_000
     with pytest.raises(AttributeError):
         streamkit.NoSuchThing  # noqa: B018
+
+
+# -- overrides by Kafka name (``streamkit worker --set name=value``) ---------------------------
+
+
+def test_every_setting_can_be_overridden_by_its_kafka_name_as_text(tmp_path: Path) -> None:
+    app = App("ov", data_dir=tmp_path, config={"commit.interval.ms": 100})
+    app.configure({"commit.interval.ms": "500", "deserialization.exception.handler": "LogAndFailExceptionHandler",
+                   "errors.dead.letter.queue.topic.name": "bad-ones", "bootstrap.servers": "h1:9092,h2:9092",
+                   "state.dir": str(tmp_path / "s")})
+    assert app.settings.commit_interval_ms == 500
+    assert app.settings.deserialization_error == "fail"
+    assert app.settings.dead_letter_topic == "bad-ones"
+    assert app.broker == "h1:9092,h2:9092"
+    assert app.state_dir == tmp_path / "s"
+    assert app.settings.session_timeout_ms == 10000  # untouched
+    # Each name the settings know can be given as text.
+    assert {"commit.interval.ms", "num.partitions", "deserialization.exception.handler",
+            "errors.deadletterqueue.topic.name"} <= set(setting_names())
+
+
+def test_an_override_of_num_partitions_sizes_undeclared_tables(tmp_path: Path) -> None:
+    app = App("ov2", data_dir=tmp_path)
+    free, fixed = app.Table("free"), app.Table("fixed", partitions=2)
+    app.configure({"num.partitions": "8"})
+    assert (free.partitions, free.changelog.partitions, fixed.partitions) == (8, 8, 2)
+
+
+@pytest.mark.parametrize(("overrides", "fragment"), [
+    ({"commit.interval.msec": "1"}, "unknown app setting 'commit.interval.msec' (did you mean 'commit.interval.ms'?)"),
+    ({"commit.interval.ms": "soon"}, "bad value for app setting 'commit.interval.ms'"),
+    ({"application.id": "other"}, "application.id cannot be overridden"),
+])
+def test_bad_overrides_are_refused_in_one_line(tmp_path: Path, overrides: dict[str, str], fragment: str) -> None:
+    app = App("ov3", data_dir=tmp_path)
+    app.Table("t")
+    before = app.settings
+    with pytest.raises(SettingsError) as info:
+        app.configure(overrides)
+    assert fragment in str(info.value) and "\n" not in str(info.value)
+    assert app.settings is before
