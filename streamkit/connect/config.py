@@ -181,8 +181,9 @@ def _check(config: dict[str, str], registry: PluginRegistry, worker: Mapping[str
             built["connector"] = cls.config_model.model_validate(config)
         except ValidationError as exc:
             _merge(problems, _aliased(config_problems(exc), cls.config_model))
-        if issubclass(cls, SinkConnector) and common is not None and bool(common.topics) == bool(common.topics_regex):
-            msg = ("Must configure one of topics or topics.regex" if not common.topics
+        has_topics = bool(_csv(config.get("topics", "")))
+        if issubclass(cls, SinkConnector) and has_topics == bool(config.get("topics.regex")):
+            msg = ("Must configure one of topics or topics.regex" if not has_topics
                    else "topics and topics.regex are mutually exclusive options, but both are set.")
             problems.setdefault("topics", []).append(msg)
             problems.setdefault("topics.regex", []).append(msg)

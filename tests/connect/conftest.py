@@ -55,3 +55,36 @@ async def eventually(probe: Callable[[], Any], timeout: float, what: str, interv
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {value!r})")
         await asyncio.sleep(interval)
+
+
+async def produce(bootstrap: str, topic: str, values: list[bytes | None], keys: list[bytes | None] | None = None) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for i, value in enumerate(values):
+            await producer.send_and_wait(topic, value, key=keys[i] if keys else None)
+    finally:
+        await producer.stop()
+
+
+async def consume(bootstrap: str, topic: str, count: int, timeout: float = 30) -> list[Any]:
+    """The first ``count`` records of ``topic`` (from the beginning, no group)."""
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False)
+    await consumer.start()
+    out: list[Any] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(out) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"read {len(out)} of {count} records from {topic} in {timeout}s")
+            batch = await consumer.getmany(timeout_ms=500)
+            for records in batch.values():
+                out.extend(records)
+    finally:
+        await consumer.stop()
+    return out[:count]

@@ -1,0 +1,63 @@
+"""Connectors used by the tests, loaded by their class path as any third-party one is."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from streamkit.connect import (
+    ConnectorConfig,
+    DataError,
+    RetriableError,
+    SinkConnector,
+    SinkRecord,
+    SinkTask,
+)
+
+# what the tasks received, per connector name (tests run the worker in-process)
+RECEIVED: dict[str, list[Any]] = {}
+ATTEMPTS: dict[str, int] = {}
+_LOCK = threading.Lock()
+
+
+class FlakyConfig(ConnectorConfig):
+    fail_first: int = 0  # puts that raise RetriableError first
+    poison: str = ""  # values that raise DataError in put
+
+
+class FlakySinkConnector(SinkConnector):
+    """Collects values in RECEIVED[name]; fails the first ``fail_first`` puts with a
+    RetriableError and any put holding a ``poison`` value with a DataError."""
+
+    config_model: ClassVar[type[ConnectorConfig]] = FlakyConfig
+
+    def start(self, config: ConnectorConfig) -> None:
+        self.config = config
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        assert isinstance(self.config, FlakyConfig)
+        return [{"fail_first": str(self.config.fail_first), "poison": self.config.poison}]
+
+    @classmethod
+    def task_class(cls) -> type[SinkTask]:
+        return FlakySinkTask
+
+
+class FlakySinkTask(SinkTask):
+    def start(self, config: Mapping[str, str]) -> None:
+        self.fail_first = int(config["fail_first"])
+        self.poison = config["poison"]
+        self.name = "flaky"
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        if not records:
+            return
+        with _LOCK:
+            ATTEMPTS[self.name] = ATTEMPTS.get(self.name, 0) + 1
+            if ATTEMPTS[self.name] <= self.fail_first:
+                raise RetriableError("the database is restarting")
+        if self.poison and any(r.value == self.poison for r in records):
+            raise DataError(f"cannot write {self.poison!r}")
+        with _LOCK:
+            RECEIVED.setdefault(self.name, []).extend(r.value for r in records)
