@@ -343,6 +343,27 @@ def connect_standalone(
         raise _fail(f"cannot start the Connect worker: {exc.strerror or exc}") from None
 
 
+@connect_app.command("distributed")
+def connect_distributed(
+    worker_config: Path = typer.Argument(..., help="worker.json with group.id and the *.storage.topic keys"),
+    ready_file: Path | None = typer.Option(None, "--ready-file", help="write the REST port here once serving"),
+    loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error"),
+) -> None:
+    """Run one worker of a Connect cluster: configs, offsets and status in compacted topics."""
+    from streamkit.connect.distributed import run_distributed
+    from streamkit.connect.errors import ConfigError
+
+    _connect_logging(loglevel)
+    if not worker_config.is_file():
+        raise _fail(f"{worker_config} does not exist")
+    try:
+        run_distributed(worker_config, ready_file)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"cannot start the Connect worker: {exc.strerror or exc}") from None
+
+
 def _connect_logging(loglevel: str) -> None:
     import logging
 

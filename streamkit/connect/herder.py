@@ -343,7 +343,7 @@ class Herder:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        await asyncio.to_thread(self.offsets.flush)
+        await self.offsets.flush()
 
     # -- offsets (KIP-875) -----------------------------------------------------------------
 
@@ -378,7 +378,7 @@ class Herder:
                         raise HerderError(400, "A source offset must be a JSON object or null")
                     changes[offset_key(name, partition)] = (partition, offset)
                 self.offsets.put(name, changes)
-                await asyncio.to_thread(self.offsets.flush)
+                await self.offsets.flush()
             else:
                 commits, resets = {}, []
                 for entry in entries:
@@ -403,7 +403,7 @@ class Herder:
             if c.valid.type == "source":
                 rows = self.offsets.connector_offsets(name)
                 self.offsets.put(name, {offset_key(name, p): (p, None) for p, _o in rows})
-                await asyncio.to_thread(self.offsets.flush)
+                await self.offsets.flush()
             else:
                 await kafka_ops.delete_group(self.worker.bootstrap_servers, sink_group(name))
         return {"message": "The offsets for this connector have been reset successfully"}

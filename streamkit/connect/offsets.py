@@ -10,6 +10,7 @@ or the new offsets, never a torn file.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 import threading
@@ -36,7 +37,11 @@ class OffsetStore(Protocol):
 
     def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]: ...
 
-    def flush(self) -> None: ...
+    async def flush(self) -> None:
+        """Make every ``put`` so far durable."""
+
+    async def sync(self) -> None:
+        """Catch up with offsets other workers stored (before a task starts)."""
 
 
 class MemoryOffsetStore:
@@ -66,7 +71,10 @@ class MemoryOffsetStore:
                 out.append((partition, offset))
         return out
 
-    def flush(self) -> None:
+    async def flush(self) -> None:
+        pass
+
+    async def sync(self) -> None:
         pass
 
 
@@ -86,7 +94,10 @@ class FileOffsetStore(MemoryOffsetStore):
         super().put(connector, offsets)
         self._dirty = True
 
-    def flush(self) -> None:
+    async def flush(self) -> None:
+        await asyncio.to_thread(self.write)
+
+    def write(self) -> None:
         with self._lock:
             if not self._dirty:
                 return
@@ -101,6 +112,7 @@ class FileOffsetStore(MemoryOffsetStore):
                 os.fsync(out.fileno())
             os.replace(tmp, self.path)
         except BaseException:
+            self._dirty = True
             with _suppress():
                 os.unlink(tmp)
             raise

@@ -100,6 +100,7 @@ class SourceTaskRunner:
         try:
             await start_client(producer)
             started = True
+            await self._offsets.sync()
             task = self._task_class()
             task.initialize(_Context(self._offsets, s.connector))
             self._task = task
@@ -169,7 +170,7 @@ class SourceTaskRunner:
             return
         pending, self._pending = self._pending, {}
         self._offsets.put(self.settings.connector, pending)
-        await asyncio.to_thread(self._offsets.flush)
+        await self._offsets.flush()
         self._commits.inc()
         if self._task is not None:
             await self._thread.call(self._task.commit)
