@@ -350,7 +350,7 @@ def connect_distributed(
     loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error"),
 ) -> None:
     """Run one worker of a Connect cluster: configs, offsets and status in compacted topics."""
-    from streamkit.connect.distributed import run_distributed
+    from streamkit.connect.distributed_worker import run_distributed
     from streamkit.connect.errors import ConfigError
 
     _connect_logging(loglevel)

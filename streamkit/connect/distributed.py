@@ -1,7 +1,7 @@
 """Distributed mode: workers sharing configs, offsets and statuses through compacted topics,
 with connectors and tasks spread over the members of a group.
 
-``streamkit connect distributed worker.json``. Each worker:
+``streamkit connect distributed worker.json`` (``distributed_worker``). Each worker:
 
 1. reads ``config.storage.topic``, ``status.storage.topic`` and ``offset.storage.topic``
    to their ends (``KafkaLog``), and keeps following them;
@@ -26,12 +26,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -50,19 +48,17 @@ from streamkit.connect.config import ValidConfig, validate_config, validation_re
 from streamkit.connect.connector import Connector, SinkConnector, SourceConnector
 from streamkit.connect.errors import ConfigError
 from streamkit.connect.herder import HerderError, _entry, _sink_partition
-from streamkit.connect.http import HttpServer
-from streamkit.connect.kafka_log import KafkaLog
+from streamkit.connect.kafka_log import KafkaLog, KafkaOffsetStore
 from streamkit.connect.metrics import ConnectMetrics
-from streamkit.connect.offsets import MemoryOffsetStore, Offset, offset_key
+from streamkit.connect.offsets import offset_key
 from streamkit.connect.plugins import PluginError, PluginRegistry, plugin_type
-from streamkit.connect.rest import create_app
 from streamkit.connect.runner import RunnerSettings, start_client, stop_client
 from streamkit.connect.sink_runner import SinkTaskRunner, sink_group
 from streamkit.connect.source_runner import SourceTaskRunner
 from streamkit.connect.status import State, TargetState, trace_of
-from streamkit.connect.worker_config import WorkerConfig, load_worker_config, read_config_file
+from streamkit.connect.worker_config import WorkerConfig
 
-__all__ = ["DistributedHerder", "DistributedWorker", "KafkaOffsetStore", "run_distributed"]
+__all__ = ["DistributedHerder"]
 
 log = logging.getLogger(__name__)
 
@@ -73,43 +69,6 @@ _REPUBLISH_AFTER_S = 3.0
 
 def _json(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-
-
-class KafkaOffsetStore(MemoryOffsetStore):
-    """Source offsets in ``offset.storage.topic``: key ``[connector, partition]``, value
-    the offset (null: removed), as Kafka Connect lays them out."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.log: KafkaLog | None = None
-        self._unsent: list[tuple[bytes, bytes | None]] = []
-
-    def on_record(self, key: bytes | None, value: bytes | None) -> None:
-        if key is None:
-            return
-        try:
-            name, partition = orjson.loads(key)
-            offset = orjson.loads(value) if value is not None else None
-        except (orjson.JSONDecodeError, ValueError, TypeError):
-            log.warning("ignoring a malformed offset record: %r", key)
-            return
-        MemoryOffsetStore.put(self, name, {offset_key(name, partition): (partition, offset)})
-
-    def put(self, connector: str, offsets: Mapping[str, tuple[Mapping[str, Any], Offset | None]]) -> None:
-        super().put(connector, offsets)
-        with self._lock:
-            self._unsent.extend((key.encode(), _json(dict(off)) if off is not None else None)
-                                for key, (_p, off) in offsets.items())
-
-    async def flush(self) -> None:
-        with self._lock:
-            unsent, self._unsent = self._unsent, []
-        if unsent and self.log is not None:
-            await self.log.send_many(unsent)
-
-    async def sync(self) -> None:
-        if self.log is not None:
-            await self.log.read_to_end()
 
 
 @dataclass
@@ -496,7 +455,8 @@ class DistributedHerder:
         count = len(self.state.tasks.get(name, []))
         await self._write([(f"connector-{name}".encode(), None), (f"target-state-{name}".encode(), None),
                            (f"commit-{name}".encode(), None)])
-        tombstones = [(_connector_key(name).encode(), None), *((_task_key(name, i).encode(), None) for i in range(count))]
+        tombstones: list[tuple[bytes, bytes | None]] = [
+            (_connector_key(name).encode(), None), *((_task_key(name, i).encode(), None) for i in range(count))]
         await self._status_log.send_many(tombstones)
 
     async def set_target(self, name: str, target: TargetState) -> None:
@@ -644,79 +604,3 @@ class _Context:
                 self._herder._wake.set()
 
         self._loop.call_soon_threadsafe(fail)
-
-
-class DistributedWorker:
-    """A distributed worker: the REST API over a ``DistributedHerder``."""
-
-    def __init__(self, worker: WorkerConfig, registry: PluginRegistry | None = None) -> None:
-        self.worker = worker
-        self.registry = registry or PluginRegistry()
-        self.metrics = ConnectMetrics()
-        self.herder: DistributedHerder | None = None
-        self._http: HttpServer | None = None
-
-    @property
-    def port(self) -> int:
-        assert self._http is not None, "not started"
-        return self._http.port
-
-    @property
-    def url(self) -> str:
-        assert self._http is not None, "not started"
-        host = "127.0.0.1" if self._http.host in ("0.0.0.0", "") else self._http.host
-        return f"http://{host}:{self.port}"
-
-    async def start(self) -> None:
-        host, port = self.worker.rest_address()
-        holder: dict[str, DistributedHerder] = {}
-        app = create_app(_Deferred(holder), lambda: kafka_ops.cluster_id(self.worker.bootstrap_servers),  # type: ignore[arg-type]
-                         self.metrics.render)
-        self._http = HttpServer(app, host, port)
-        worker_id = f"{host}:{self._http.port}"
-        self.herder = holder["herder"] = DistributedHerder(self.worker, self.registry, self.metrics, worker_id, self.url)
-        try:
-            await self.herder.start()
-            await self._http.start()
-        except BaseException:
-            await self.stop()
-            raise
-
-    async def stop(self) -> None:
-        if self.herder is not None:
-            await self.herder.stop()
-        if self._http is not None:
-            await self._http.stop()
-
-
-class _Deferred:
-    """The herder, looked up when a request comes (the REST app is built before it)."""
-
-    def __init__(self, holder: dict[str, DistributedHerder]) -> None:
-        self._holder = holder
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._holder["herder"], name)
-
-
-async def _serve(worker: DistributedWorker, ready_file: Path | None) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await worker.start()
-    try:
-        if ready_file is not None:
-            ready_file.write_text(str(worker.port))
-        await stop.wait()
-    finally:
-        await worker.stop()
-
-
-def run_distributed(worker_path: Path, ready_file: Path | None = None) -> None:
-    worker = load_worker_config(read_config_file(worker_path))
-    missing = [k for k in ("group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic")
-               if not worker.raw().get(k)]
-    if missing:
-        raise ConfigError({k: ["required in distributed mode"] for k in missing})
-    asyncio.run(_serve(DistributedWorker(worker), ready_file))

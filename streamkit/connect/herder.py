@@ -133,8 +133,13 @@ class Herder:
         except PluginError as exc:
             raise HerderError(400, str(exc)) from None
         merged = {"connector.class": plugin, **config}
-        if merged["connector.class"] != plugin and self.registry.connector_class(str(merged["connector.class"])) is not cls:
-            raise HerderError(400, f"Connector class in the config ({merged['connector.class']}) does not match "
+        named = str(merged["connector.class"])
+        try:
+            same = named == plugin or self.registry.connector_class(named) is cls
+        except PluginError:
+            same = False
+        if not same:
+            raise HerderError(400, f"Connector class in the config ({named}) does not match "
                                    f"the plugin in the URL ({plugin})")
         return validation_report(merged, self.registry, self._worker_settings)
 

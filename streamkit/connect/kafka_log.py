@@ -1,6 +1,6 @@
 """A compacted topic read from the beginning and followed, plus a producer to write it
-(Kafka Connect's KafkaBasedLog): the distributed worker keeps configs, offsets and statuses
-this way. ``read_to_end`` returns once every record written before the call has been
+(Kafka Connect's KafkaBasedLog): the distributed worker keeps configs, offsets
+(``KafkaOffsetStore``) and statuses this way. ``read_to_end`` returns once every record written before the call has been
 handed to ``on_record`` (read-your-writes for the REST API, catch-up before a task starts).
 """
 
@@ -9,16 +9,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
+import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.structs import TopicPartition
 
+from streamkit.connect.offsets import MemoryOffsetStore, Offset, offset_key
 from streamkit.connect.runner import start_client, stop_client
 
-__all__ = ["KafkaLog"]
+__all__ = ["KafkaLog", "KafkaOffsetStore"]
 
 log = logging.getLogger(__name__)
 
@@ -138,3 +141,40 @@ class KafkaLog:
             await stop_client(self._consumer)
         if self._producer is not None:
             await stop_client(self._producer)
+
+
+class KafkaOffsetStore(MemoryOffsetStore):
+    """Source offsets in ``offset.storage.topic``: key ``[connector, partition]``, value
+    the offset (null: removed), as Kafka Connect lays them out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: KafkaLog | None = None
+        self._unsent: list[tuple[bytes, bytes | None]] = []
+
+    def on_record(self, key: bytes | None, value: bytes | None) -> None:
+        if key is None:
+            return
+        try:
+            name, partition = orjson.loads(key)
+            offset = orjson.loads(value) if value is not None else None
+        except (orjson.JSONDecodeError, ValueError, TypeError):
+            log.warning("ignoring a malformed offset record: %r", key)
+            return
+        MemoryOffsetStore.put(self, name, {offset_key(name, partition): (partition, offset)})
+
+    def put(self, connector: str, offsets: Mapping[str, tuple[Mapping[str, Any], Offset | None]]) -> None:
+        super().put(connector, offsets)
+        with self._lock:
+            self._unsent.extend((key.encode(), orjson.dumps(dict(off), option=orjson.OPT_SORT_KEYS) if off is not None else None)
+                                for key, (_p, off) in offsets.items())
+
+    async def flush(self) -> None:
+        with self._lock:
+            unsent, self._unsent = self._unsent, []
+        if unsent and self.log is not None:
+            await self.log.send_many(unsent)
+
+    async def sync(self) -> None:
+        if self.log is not None:
+            await self.log.read_to_end()

@@ -28,7 +28,8 @@ async def _admin(bootstrap: str) -> AIOKafkaAdminClient:
 async def cluster_id(bootstrap: str) -> str | None:
     admin = await _admin(bootstrap)
     try:
-        return (await admin.describe_cluster()).get("cluster_id")
+        found = (await admin.describe_cluster()).get("cluster_id")
+        return str(found) if found is not None else None
     finally:
         await stop_client(admin)
 

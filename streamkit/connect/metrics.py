@@ -3,7 +3,7 @@ workers in one process (tests) do not collide."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 __all__ = ["ConnectMetrics"]
 
@@ -28,8 +28,6 @@ class ConnectMetrics:
         self.deadletterqueue_produce = Counter(
             "connect_deadletterqueue_produce_requests", "Records written to the dead-letter topic.", _TASK,
             registry=self.registry)
-        self.connectors_running = Gauge(
-            "connect_connector_count", "Connectors on this worker, by state.", ("state",), registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -51,7 +51,8 @@ class MemoryOffsetStore:
 
     def get(self, connector: str, partition: Mapping[str, Any]) -> Offset | None:
         with self._lock:
-            return self._data.get(offset_key(connector, partition))  # type: ignore[no-any-return]
+            found: Offset | None = self._data.get(offset_key(connector, partition))
+            return found
 
     def put(self, connector: str, offsets: Mapping[str, tuple[Mapping[str, Any], Offset | None]]) -> None:
         with self._lock:

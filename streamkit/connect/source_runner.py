@@ -160,8 +160,8 @@ class SourceTaskRunner:
         acked = [(record, await future) for record, future in sent]
         self._written.inc(len(acked))
         for record in records:  # skipped and filtered records are done too
-            key = offset_key(self.settings.connector, record.source_partition)
-            self._pending[key] = (record.source_partition, record.source_offset)
+            stored_key = offset_key(self.settings.connector, record.source_partition)
+            self._pending[stored_key] = (record.source_partition, record.source_offset)
         if acked:
             await self._thread.call(_commit_records, task, acked)
 

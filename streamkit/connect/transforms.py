@@ -356,7 +356,7 @@ class Cast:
     def __call__(self, record: R) -> R | None:
         schema, value = self._side.get(record)
         if self.whole is not None:
-            new_schema = None if schema is None else Schema(self.whole, optional=schema.optional)
+            new_schema = None if schema is None else Schema(self.whole, optional=schema.optional)  # type: ignore[arg-type]  # validated
             return self._side.set(record, new_schema, _cast(value, self.whole))
         if value is None:
             return record
@@ -365,7 +365,7 @@ class Cast:
             return self._side.set(record, None, {k: _cast(v, self.casts[k]) if k in self.casts else v
                                                  for k, v in source.items()})
         _require_struct(schema, "cast types")
-        fields = tuple(Field(f.name, Schema(self.casts[f.name], optional=f.schema.optional))
+        fields = tuple(Field(f.name, Schema(self.casts[f.name], optional=f.schema.optional))  # type: ignore[arg-type]
                        if f.name in self.casts else f for f in schema.fields)
         updated = {f.name: _cast(value.get(f.name), self.casts[f.name]) if f.name in self.casts
                    else value.get(f.name) for f in schema.fields}
@@ -621,17 +621,20 @@ def _sided(cls: Any, side: Literal["key", "value"]) -> Factory:
 
 
 TRANSFORMS: dict[str, Any] = {}
-for _cls in (InsertField, ReplaceField, MaskField, Cast, ExtractField):
+_sided_classes: tuple[Any, ...] = (InsertField, ReplaceField, MaskField, Cast, ExtractField)
+_plain_classes: tuple[Any, ...] = (ValueToKey, TimestampRouter, RegexRouter, Filter)
+_predicate_classes: tuple[Any, ...] = (TopicNameMatches, HasHeaderKey, RecordIsTombstone)
+for _cls in _sided_classes:
     for _suffix, _side_name in (("$Key", "key"), ("$Value", "value")):
-        _factory = _sided(_cls, _side_name)  # type: ignore[arg-type]
+        _factory = _sided(_cls, _side_name)  # type: ignore[arg-type]  # the loop's literal
         for _prefix in (_T, ""):
             TRANSFORMS[f"{_prefix}{_cls.__name__}{_suffix}"] = _factory
-for _cls in (ValueToKey, TimestampRouter, RegexRouter, Filter):
+for _cls in _plain_classes:
     for _prefix in (_T, ""):
         TRANSFORMS[f"{_prefix}{_cls.__name__}"] = _cls
 
 PREDICATES: dict[str, Any] = {}
-for _cls in (TopicNameMatches, HasHeaderKey, RecordIsTombstone):
+for _cls in _predicate_classes:
     for _prefix in (_T + "predicates.", ""):
         PREDICATES[f"{_prefix}{_cls.__name__}"] = _cls
 
