@@ -3,6 +3,7 @@ the dead-letter queue, tolerance and retries."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -170,3 +171,43 @@ async def test_sink_offsets_are_committed_and_editable_when_stopped(broker: Brok
         reset = await client.delete("/connectors/so/offsets")
         assert reset.status_code == 200, reset.text
         assert (await client.get("/connectors/so/offsets")).json() == {"offsets": []}
+
+
+async def test_sink_by_topic_regex_and_a_paused_source(broker: BrokerThread, tmp_path: Path) -> None:
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("first\n")
+    connectors = [
+        ("src", {"connector.class": SOURCE, "file": str(src), "topic": "regex-topic-1", "value.converter": STRING}),
+        ("sink", {"connector.class": SINK, "file": str(out), "topics.regex": "regex-topic-[0-9]+",
+                  "value.converter": STRING}),
+    ]
+    async with standalone(worker_settings(broker.bootstrap, tmp_path), connectors) as (_w, client):
+        await eventually(lambda: lines_of(out) == ["first"], 60, "the first line through the regex")
+        assert (await client.put("/connectors/src/pause")).status_code == 202
+        status = (await client.get("/connectors/src/status")).json()
+        assert status["connector"]["state"] == "PAUSED" and status["tasks"][0]["state"] == "PAUSED"
+        with src.open("a") as f:
+            f.write("while paused\n")
+        await asyncio.sleep(2)  # a paused source polls nothing
+        assert lines_of(out) == ["first"]
+        assert (await client.put("/connectors/src/resume")).status_code == 202
+        await eventually(lambda: lines_of(out) == ["first", "while paused"], 60, "the line after resume")
+
+
+async def test_connector_created_stopped_then_resumed(broker: BrokerThread, tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_text("x\n")
+    async with standalone(worker_settings(broker.bootstrap, tmp_path)) as (_w, client):
+        created = await client.post("/connectors", json={
+            "name": "later", "initial_state": "STOPPED",
+            "config": {"connector.class": SOURCE, "file": str(src), "topic": "created-stopped"}})
+        assert created.status_code == 201 and created.json()["tasks"] == []
+        assert (await client.get("/connectors/later/status")).json()["connector"]["state"] == "STOPPED"
+        # offsets of a stopped connector can be set before it ever runs
+        seeded = {"offsets": [{"partition": {"filename": str(src)}, "offset": {"position": 2}}]}
+        assert (await client.patch("/connectors/later/offsets", json=seeded)).status_code == 200
+        with src.open("a") as f:
+            f.write("y\n")
+        assert (await client.put("/connectors/later/resume")).status_code == 202
+        [record] = await consume(broker.bootstrap, "created-stopped", 1)
+        assert json.loads(record.value)["payload"] == "y"  # resumed from the seeded offset
