@@ -2,12 +2,12 @@
 dead-letter queue's context headers (Kafka Connect's RetryWithToleranceOperator and
 DeadLetterQueueReporter).
 
-- A ``RetriableError`` is retried with exponential backoff (300 ms doubling, capped at
-  ``errors.retry.delay.max.ms``) for up to ``errors.retry.timeout`` ms (-1: forever). A
-  task's own ``poll``/``put``/``flush`` are always retried on RetriableError, as Kafka
-  Connect redelivers a batch whose ``put`` raised one; ``errors.retry.timeout`` bounds that
-  too when set.
-- Any other failure to convert or transform a record fails the task with
+- A ``RetriableError`` from a task's ``poll``, ``put`` or ``pre_commit``/``flush`` is
+  retried with exponential backoff (300 ms doubling, capped at
+  ``errors.retry.delay.max.ms``), as Kafka Connect redelivers a batch whose ``put`` raised
+  one: for up to ``errors.retry.timeout`` ms when that is set (-1: forever), and without
+  limit when it is 0 (the default).
+- A failure to convert or transform a record (or a ``DataError`` from ``put``) fails the task with
   ``errors.tolerance=none``; with ``all`` the record is skipped, logged when
   ``errors.log.enable``, and (sinks) written to ``errors.deadletterqueue.topic.name``
   with Kafka's ``__connect.errors.*`` headers when context headers are enabled.
