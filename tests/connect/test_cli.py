@@ -19,6 +19,8 @@ from streamkit.connect.standalone import connector_config
 from streamkit.connect.worker_config import load_worker_config
 from streamkit.testing import BrokerThread
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "connectors"
 

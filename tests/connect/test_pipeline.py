@@ -7,9 +7,13 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from streamkit.testing import BrokerThread
 from tests.connect import plugins_for_tests
 from tests.connect.conftest import consume, eventually, produce, standalone, worker_settings
+
+pytestmark = pytest.mark.integration
 
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"

@@ -11,6 +11,8 @@ import pytest
 from streamkit.testing import BrokerThread
 from tests.connect.conftest import eventually, standalone, worker_settings
 
+pytestmark = pytest.mark.integration
+
 SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
 SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 
