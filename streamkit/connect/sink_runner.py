@@ -329,3 +329,6 @@ class SinkTaskRunner:
         self._context.assigned = self._context.assigned | frozenset(assigned)
         if self._task is not None and assigned:
             await self._thread.call(self._task.open, frozenset(assigned))
+        if self._consumer is not None:
+            # offsets the task asked for in open() apply before the first fetch, as in Kafka
+            self._apply_context(self._consumer)

@@ -61,3 +61,30 @@ class FlakySinkTask(SinkTask):
             raise DataError(f"cannot write {self.poison!r}")
         with _LOCK:
             RECEIVED.setdefault(self.name, []).extend(r.value for r in records)
+
+
+class SeekingSinkConnector(FlakySinkConnector):
+    """On its first assignment the task asks to start at offset 1 (SinkTaskContext.offset),
+    and after each put asks for a commit at once (request_commit)."""
+
+    @classmethod
+    def task_class(cls) -> type[SinkTask]:
+        return SeekingSinkTask
+
+
+class SeekingSinkTask(SinkTask):
+    def start(self, config: Mapping[str, str]) -> None:
+        self.name = "seeking"
+        self.sought = False
+
+    def open(self, partitions: frozenset[tuple[str, int]]) -> None:
+        assert self.context is not None
+        if not self.sought:
+            self.context.offset({tp: 1 for tp in partitions})
+            self.sought = True
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        with _LOCK:
+            RECEIVED.setdefault(self.name, []).extend((r.offset, r.value) for r in records)
+        if records and self.context is not None:
+            self.context.request_commit()

@@ -215,3 +215,20 @@ async def test_connector_created_stopped_then_resumed(broker: BrokerThread, tmp_
         assert (await client.put("/connectors/later/resume")).status_code == 202
         [record] = await consume(broker.bootstrap, "created-stopped", 1)
         assert json.loads(record.value)["payload"] == "y"  # resumed from the seeded offset
+
+
+async def test_sink_task_context_seeks_and_requests_commits(broker: BrokerThread, tmp_path: Path) -> None:
+    plugins_for_tests.RECEIVED.pop("seeking", None)
+    await produce(broker.bootstrap, "seeking-in", [b"a", b"b", b"c"])
+    config = {"connector.class": "tests.connect.plugins_for_tests.SeekingSinkConnector", "topics": "seeking-in",
+              "value.converter": STRING, "offset.flush.interval.ms": "3600000"}
+    async with standalone(worker_settings(broker.bootstrap, tmp_path), [("seeking", config)]) as (_w, client):
+        await eventually(lambda: len(plugins_for_tests.RECEIVED.get("seeking", [])) == 2, 60, "two records")
+        expected = [{"partition": {"kafka_topic": "seeking-in", "kafka_partition": 0}, "offset": {"kafka_offset": 3}}]
+
+        async def committed() -> bool:
+            return (await client.get("/connectors/seeking/offsets")).json()["offsets"] == expected
+
+        # committed long before the hour-long interval: the task asked for it
+        await eventually(committed, 30, "the requested commit")
+    assert plugins_for_tests.RECEIVED["seeking"] == [(1, "b"), (2, "c")]
