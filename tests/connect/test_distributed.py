@@ -139,6 +139,22 @@ def test_killed_workers_units_move_to_the_survivor(workers: list[WorkerProcess],
         offsets = client.get("/connectors/src/offsets").json()["offsets"]
         assert offsets == [{"partition": {"filename": str(src)}, "offset": {"position": src.stat().st_size}}]
 
+        def states(name: str) -> tuple[str, list[str]]:
+            body = client.get(f"/connectors/{name}/status").json()
+            return body["connector"]["state"], [t["state"] for t in body["tasks"]]
+
+        assert client.put("/connectors/sink/pause").status_code == 202
+        wait_for(lambda: states("sink") == ("PAUSED", ["PAUSED"]), 30, "the sink paused")
+        assert client.put("/connectors/sink/resume").status_code == 202
+        wait_for(lambda: states("sink") == ("RUNNING", ["RUNNING"]), 30, "the sink resumed")
+        rewind = {"offsets": [{"partition": {"filename": str(src)}, "offset": {"position": src.stat().st_size}}]}
+        assert client.patch("/connectors/src/offsets", json=rewind).status_code == 400  # not stopped
+        assert client.put("/connectors/src/stop").status_code == 202
+        wait_for(lambda: states("src") == ("STOPPED", []), 30, "the source stopped")
+        assert client.patch("/connectors/src/offsets", json=rewind).status_code == 200
+        assert client.put("/connectors/src/resume").status_code == 202
+        wait_for(lambda: states("src") == ("RUNNING", ["RUNNING"]), 30, "the source resumed")
+
         # a config change restarts the tasks, wherever they run
         moved = tmp_path / "moved.txt"
         updated = client.put("/connectors/sink/config", json={
