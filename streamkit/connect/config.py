@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic import Field as PField
 
+from streamkit.connect.client_config import client_problems
 from streamkit.connect.connector import Connector, ConnectorConfig, SinkConnector, SourceConnector
 from streamkit.connect.converters import Converter, make_converter
 from streamkit.connect.errors import ConfigError
@@ -202,6 +203,7 @@ def _check(config: dict[str, str], registry: PluginRegistry, worker: Mapping[str
             problems.setdefault(prefix, []).append(str(exc))
         except ConfigError as exc:
             _merge(problems, {f"{prefix}.{k}": v for k, v in exc.problems.items()})
+    _merge(problems, client_problems(config))
     try:
         built["transforms"] = TransformChain(config)
     except ConfigError as exc:

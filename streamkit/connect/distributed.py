@@ -319,7 +319,8 @@ class DistributedHerder:
             connector=name, task_id=index, task_config=dict(key[1]), valid=valid,
             bootstrap=self.worker.bootstrap_servers, worker_id=self.worker_id,
             offset_flush_interval_ms=valid.common.offset_flush_interval_ms or self.worker.offset_flush_interval_ms,
-            shutdown_timeout_ms=self.worker.task_shutdown_graceful_timeout_ms, metrics=self.metrics)
+            shutdown_timeout_ms=self.worker.task_shutdown_graceful_timeout_ms, metrics=self.metrics,
+            worker_settings=self._worker_settings)
         cls = valid.connector_class
         if issubclass(cls, SourceConnector):
             runner = SourceTaskRunner(settings, cls.task_class(), self.offsets)

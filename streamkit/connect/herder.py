@@ -229,7 +229,8 @@ class Herder:
             connector=name, task_id=task_id, task_config=task_config, valid=c.valid,
             bootstrap=self.worker.bootstrap_servers, worker_id=self.worker_id,
             offset_flush_interval_ms=c.valid.common.offset_flush_interval_ms or self.worker.offset_flush_interval_ms,
-            shutdown_timeout_ms=self.worker.task_shutdown_graceful_timeout_ms, metrics=self.metrics)
+            shutdown_timeout_ms=self.worker.task_shutdown_graceful_timeout_ms, metrics=self.metrics,
+            worker_settings=self._worker_settings)
         cls = c.valid.connector_class
         if issubclass(cls, SourceConnector):
             return SourceTaskRunner(settings, cls.task_class(), self.offsets)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from streamkit.connect.config import ValidConfig
@@ -46,6 +46,15 @@ class RunnerSettings:
     offset_flush_interval_ms: int
     shutdown_timeout_ms: int
     metrics: ConnectMetrics
+    # the worker's settings, for its consumer.*/producer.* client settings
+    worker_settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def client_kwargs(self, kind: str, defaults: dict[str, Any]) -> dict[str, Any]:
+        """aiokafka arguments: the runtime's defaults, then the worker's ``{kind}.*``,
+        then the connector's ``{kind}.override.*``."""
+        from streamkit.connect.client_config import client_kwargs
+
+        return {**defaults, **client_kwargs(kind, self.worker_settings, self.valid.raw)}
 
 
 class TaskLife:

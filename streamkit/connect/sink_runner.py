@@ -139,9 +139,11 @@ class SinkTaskRunner:
     async def _run(self) -> None:
         s = self.settings
         common = s.valid.common
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=s.bootstrap, group_id=sink_group(s.connector), enable_auto_commit=False,
-            auto_offset_reset="earliest", client_id=f"connector-consumer-{s.connector}-{self.id}")
+        settings = s.client_kwargs("consumer", {"auto_offset_reset": "earliest", "max_poll_records": 500,
+                                                "client_id": f"connector-consumer-{s.connector}-{self.id}"})
+        self._max_records = int(settings["max_poll_records"])
+        consumer = AIOKafkaConsumer(bootstrap_servers=s.bootstrap, group_id=sink_group(s.connector),
+                                    enable_auto_commit=False, **settings)
         started = False
         try:
             task = self._task_class()
@@ -180,7 +182,7 @@ class SinkTaskRunner:
         last_commit = time.monotonic()
         while not self._life.stopping:
             self._apply_context(consumer)
-            batch = await consumer.getmany(timeout_ms=500, max_records=500)
+            batch = await consumer.getmany(timeout_ms=500, max_records=self._max_records)
             async with self._lock:
                 messages = [m for msgs in batch.values() for m in msgs]
                 if messages:
@@ -266,8 +268,8 @@ class SinkTaskRunner:
             log.warning("cannot create the dead-letter topic %s (it may exist already): %s", topic, exc)
         finally:
             await stop_client(admin)
-        producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap, acks="all",
-                                    client_id=f"connector-dlq-producer-{self.settings.connector}-{self.id}")
+        producer = AIOKafkaProducer(bootstrap_servers=self.settings.bootstrap, **self.settings.client_kwargs(
+            "producer", {"acks": "all", "client_id": f"connector-dlq-producer-{self.settings.connector}-{self.id}"}))
         await start_client(producer)
         return producer
 

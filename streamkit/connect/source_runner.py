@@ -94,8 +94,8 @@ class SourceTaskRunner:
 
     async def _run(self) -> None:
         s = self.settings
-        producer = AIOKafkaProducer(bootstrap_servers=s.bootstrap, acks="all", linger_ms=5,
-                                    client_id=f"connector-producer-{s.connector}-{self.id}")
+        producer = AIOKafkaProducer(bootstrap_servers=s.bootstrap, **s.client_kwargs("producer", {
+            "acks": "all", "linger_ms": 5, "client_id": f"connector-producer-{s.connector}-{self.id}"}))
         started = False
         try:
             await start_client(producer)

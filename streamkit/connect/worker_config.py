@@ -100,6 +100,16 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
 
 def load_worker_config(settings: dict[str, Any]) -> WorkerConfig:
+    from streamkit.connect.client_config import client_kwargs
+
+    problems: dict[str, list[str]] = {}
+    for kind in ("consumer", "producer"):
+        try:
+            client_kwargs(kind, settings, {})
+        except ConfigError as exc:
+            problems.update(exc.problems)
+    if problems:
+        raise ConfigError(problems)
     try:
         return WorkerConfig.model_validate({k: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
                                             else v for k, v in settings.items()})

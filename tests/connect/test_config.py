@@ -134,3 +134,25 @@ def test_worker_config_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_worker_config({"rest.port": "http", "offset.flush.interval.ms": "0"})
     assert set(info.value.problems) == {"rest.port", "offset.flush.interval.ms"}
+
+
+def test_client_settings_from_worker_and_connector_overrides() -> None:
+    from streamkit.connect.client_config import client_kwargs
+
+    worker = {"consumer.auto.offset.reset": "latest", "consumer.max.poll.records": "10",
+              "producer.compression.type": "lz4", "producer.linger.ms": "20"}
+    connector = {"consumer.override.max.poll.records": "5", "producer.override.acks": "1",
+                 "producer.override.compression.type": "none"}
+    assert client_kwargs("consumer", worker, connector) == {"auto_offset_reset": "latest", "max_poll_records": 5}
+    assert client_kwargs("producer", worker, connector) == {"compression_type": None, "linger_ms": 20, "acks": 1}
+
+
+def test_bad_client_overrides_are_config_problems(registry: PluginRegistry) -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_config({"name": "s", "connector.class": SINK, "topics": "a", "file": "/tmp/x",
+                         "consumer.override.auto.offset.reset": "sometime",
+                         "producer.override.sasl.mechanism": "PLAIN"}, registry)
+    assert set(info.value.problems) == {"consumer.override.auto.offset.reset", "producer.override.sasl.mechanism"}
+    with pytest.raises(ConfigError) as worker:
+        load_worker_config({"consumer.max.poll.records": "many"})
+    assert set(worker.value.problems) == {"consumer.max.poll.records"}

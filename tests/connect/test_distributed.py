@@ -162,6 +162,9 @@ def test_killed_workers_units_move_to_the_survivor(workers: list[WorkerProcess],
         assert updated.status_code == 200, updated.text
         wait_for(lambda: client.get("/connectors/sink/tasks").json()[0]["config"]["file"] == str(moved), 60,
                  "the new task config")
+        # the new task creates its file when it starts (the old one has stopped by then):
+        # records read before that went to the old file, as in Kafka Connect
+        wait_for(moved.exists, 60, "the restarted sink task")
         with src.open("a") as f:
             f.write("after the change\n")
         wait_for(lambda: "after the change" in lines_of(moved), 60,
