@@ -55,7 +55,7 @@ from streamkit.connect.plugins import PluginError, PluginRegistry, plugin_type
 from streamkit.connect.runner import RunnerSettings, start_client, stop_client
 from streamkit.connect.sink_runner import SinkTaskRunner, sink_group
 from streamkit.connect.source_runner import SourceTaskRunner
-from streamkit.connect.status import State, TargetState, trace_of
+from streamkit.connect.status import State, Status, TargetState, trace_of
 from streamkit.connect.worker_config import WorkerConfig
 
 __all__ = ["DistributedHerder"]
@@ -312,7 +312,7 @@ class DistributedHerder:
         try:
             valid = self._validated(name)
         except (ConfigError, PluginError) as exc:
-            runner: Runner = _failed_runner(self, unit, key, exc)
+            runner: Runner = _FailedRunner(unit, self.worker_id, exc)  # type: ignore[assignment]
             self._runners[unit] = (key, runner)
             return
         settings = RunnerSettings(
@@ -565,14 +565,15 @@ class _Failed(Connector):
 
 
 class _FailedRunner:
+    """A task this worker cannot run (its connector's class or config fails here): it
+    reports FAILED with the reason."""
+
     def __init__(self, unit: Unit, worker_id: str, error: BaseException) -> None:
         self.id = unit[1]
-        self._status = _status(State.FAILED, worker_id, trace_of(error))
+        self._status = Status(State.FAILED, worker_id, trace_of(error))
 
-    def status(self) -> Any:
-        from streamkit.connect.status import Status
-
-        return Status(State.FAILED, self._status["worker_id"], self._status.get("trace"))
+    def status(self) -> Status:
+        return self._status
 
     async def stop(self) -> None:
         pass
@@ -582,10 +583,6 @@ class _FailedRunner:
 
     def resume(self) -> None:
         pass
-
-
-def _failed_runner(herder: DistributedHerder, unit: Unit, key: Any, error: BaseException) -> Any:
-    return _FailedRunner(unit, herder.worker_id, error)
 
 
 class _Context:

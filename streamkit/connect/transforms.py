@@ -29,10 +29,14 @@ __all__ = [
     "PREDICATES",
     "TRANSFORMS",
     "Cast",
+    "DropHeaders",
     "ExtractField",
     "Filter",
+    "Flatten",
     "HasHeaderKey",
+    "HoistField",
     "InsertField",
+    "InsertHeader",
     "MaskField",
     "RecordIsTombstone",
     "RegexRouter",
@@ -429,6 +433,99 @@ class ExtractField:
         return self._side.set(record, found.schema, None if value is None else value.get(self.field))
 
 
+# -- HoistField, Flatten, headers ------------------------------------------------------------
+
+
+class HoistField:
+    config_model: ClassVar[type[BaseModel]] = _ExtractFieldConfig
+
+    def __init__(self, side: Literal["key", "value"], configs: Mapping[str, Any]) -> None:
+        self._side = _Side(side)
+        self.field = _parse(_ExtractFieldConfig, configs).field
+
+    def __call__(self, record: R) -> R | None:
+        schema, value = self._side.get(record)
+        if schema is None:
+            return self._side.set(record, None, {self.field: value})
+        return self._side.set(record, Schema("struct", fields=(Field(self.field, schema),)), {self.field: value})
+
+
+class _FlattenConfig(_Config):
+    delimiter: str = "."
+
+
+class Flatten:
+    config_model: ClassVar[type[BaseModel]] = _FlattenConfig
+
+    def __init__(self, side: Literal["key", "value"], configs: Mapping[str, Any]) -> None:
+        self._side = _Side(side)
+        self.delimiter = _parse(_FlattenConfig, configs).delimiter
+
+    def _values(self, value: Mapping[str, Any], prefix: str, out: dict[str, Any]) -> None:
+        for key, item in value.items():
+            name = f"{prefix}{self.delimiter}{key}" if prefix else str(key)
+            if isinstance(item, Mapping):
+                self._values(item, name, out)
+            else:
+                out[name] = item
+
+    def _fields(self, schema: Schema, value: Mapping[str, Any] | None, prefix: str, optional: bool,
+                fields: list[Field], out: dict[str, Any]) -> None:
+        for f in schema.fields:
+            name = f"{prefix}{self.delimiter}{f.name}" if prefix else f.name
+            item = None if value is None else value.get(f.name)
+            if f.schema.type == "struct":
+                self._fields(f.schema, item, name, optional or f.schema.optional, fields, out)
+            else:
+                fields.append(Field(name, f.schema.as_optional() if optional else f.schema))
+                out[name] = item
+
+    def __call__(self, record: R) -> R | None:
+        schema, value = self._side.get(record)
+        if value is None:
+            return record
+        out: dict[str, Any] = {}
+        if schema is None:
+            self._values(_require_map(value, "flattening"), "", out)
+            return self._side.set(record, None, out)
+        _require_struct(schema, "flattening")
+        fields: list[Field] = []
+        self._fields(schema, value, "", False, fields, out)
+        return self._side.set(record, _struct_like(schema, tuple(fields)), out)
+
+
+class _InsertHeaderConfig(_Config):
+    header: str = PField(min_length=1)
+    value_literal: str = PField(alias="value.literal")
+
+
+class InsertHeader:
+    config_model: ClassVar[type[BaseModel]] = _InsertHeaderConfig
+
+    def __init__(self, configs: Mapping[str, Any]) -> None:
+        c = _parse(_InsertHeaderConfig, configs)
+        self.header = (c.header, c.value_literal.encode())
+
+    def __call__(self, record: R) -> R | None:
+        return record.with_(headers=(*record.headers, self.header))
+
+
+class _DropHeadersConfig(_Config):
+    headers: list[str] = PField(min_length=1)
+
+    _split = field_validator("headers", mode="before")(lambda cls, v: _csv(v))
+
+
+class DropHeaders:
+    config_model: ClassVar[type[BaseModel]] = _DropHeadersConfig
+
+    def __init__(self, configs: Mapping[str, Any]) -> None:
+        self.names = set(_parse(_DropHeadersConfig, configs).headers)
+
+    def __call__(self, record: R) -> R | None:
+        return record.with_(headers=tuple(h for h in record.headers if h[0] not in self.names))
+
+
 # -- routers -------------------------------------------------------------------------------
 
 # Java SimpleDateFormat letters -> strftime, longest first
@@ -621,8 +718,8 @@ def _sided(cls: Any, side: Literal["key", "value"]) -> Factory:
 
 
 TRANSFORMS: dict[str, Any] = {}
-_sided_classes: tuple[Any, ...] = (InsertField, ReplaceField, MaskField, Cast, ExtractField)
-_plain_classes: tuple[Any, ...] = (ValueToKey, TimestampRouter, RegexRouter, Filter)
+_sided_classes: tuple[Any, ...] = (InsertField, ReplaceField, MaskField, Cast, ExtractField, HoistField, Flatten)
+_plain_classes: tuple[Any, ...] = (ValueToKey, TimestampRouter, RegexRouter, Filter, InsertHeader, DropHeaders)
 _predicate_classes: tuple[Any, ...] = (TopicNameMatches, HasHeaderKey, RecordIsTombstone)
 for _cls in _sided_classes:
     for _suffix, _side_name in (("$Key", "key"), ("$Value", "value")):

@@ -180,3 +180,27 @@ def test_every_config_problem_is_listed() -> None:
     problems = info.value.problems
     assert set(problems) == {"transforms.a.type", "transforms.b.type", "transforms.c.spec",
                              "transforms.d.predicate", "transforms.e.regex", "predicates.p.pattern"}
+
+
+def test_hoist_field() -> None:
+    assert one(T + "HoistField$Value", sink(42), field="n").value == {"n": 42}
+    out = one(T + "HoistField$Key", SinkRecord("t", 0, 0, None, "k", key_schema=Schema("string")), field="id")
+    assert out.key == {"id": "k"} and out.key_schema == Schema("struct", fields=(Field("id", Schema("string")),))
+
+
+def test_flatten() -> None:
+    nested = {"id": 1, "address": {"city": "Oslo", "geo": {"lat": 1.5}}, "tags": ["a"]}
+    assert one(T + "Flatten$Value", sink(nested)).value == {
+        "id": 1, "address.city": "Oslo", "address.geo.lat": 1.5, "tags": ["a"]}
+    geo = Schema("struct", optional=True, fields=(Field("lat", Schema("float64")),))
+    schema = Schema("struct", fields=(Field("id", Schema("int64")), Field("geo", geo)))
+    out = one(T + "Flatten$Value", sink({"id": 1, "geo": {"lat": 2.0}}, schema), delimiter="_")
+    assert out.value == {"id": 1, "geo_lat": 2.0}
+    assert out.value_schema.field("geo_lat").schema == Schema("float64", optional=True)
+
+
+def test_insert_and_drop_headers() -> None:
+    out = one(T + "InsertHeader", sink(1, headers=(("a", b"1"), ("b", b"2"))), header="source",
+              **{"value.literal": "connect"})
+    assert out.headers == (("a", b"1"), ("b", b"2"), ("source", b"connect"))
+    assert one(T + "DropHeaders", out, headers="a,source").headers == (("b", b"2"),)
