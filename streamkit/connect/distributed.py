@@ -34,6 +34,7 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
 
 from streamkit.connect import kafka_ops
 from streamkit.connect.cluster_state import (
@@ -165,7 +166,11 @@ class DistributedHerder:
         assert self._group is not None
         while True:
             # nothing to read here: polling keeps this worker a live member of the group
-            await self._group.getmany(timeout_ms=1000)
+            try:
+                await self._group.getmany(timeout_ms=1000)
+            except KafkaError as exc:
+                log.warning("worker group %s: %s; retrying", self.worker.group_id, exc)
+                await asyncio.sleep(1)
 
     async def _reconciler(self) -> None:
         while True:

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.structs import TopicPartition
 
 from streamkit.connect.offsets import MemoryOffsetStore, Offset, offset_key
@@ -85,7 +85,13 @@ class KafkaLog:
         assert self._consumer is not None
         try:
             while True:
-                batch = await self._consumer.getmany(timeout_ms=200)
+                try:
+                    batch = await self._consumer.getmany(timeout_ms=200)
+                except KafkaError as exc:
+                    # the broker may be restarting: keep following once it is back
+                    log.warning("reading %s failed, retrying: %s", self.topic, exc)
+                    await asyncio.sleep(1)
+                    continue
                 for records in batch.values():
                     for record in records:
                         try:
