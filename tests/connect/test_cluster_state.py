@@ -39,3 +39,29 @@ def test_cluster_state_from_config_records() -> None:
     assert state.units() == [("a", -1)]
     state.apply_config("connector-a", None)
     assert state.connectors == {} and state.tasks == {} and state.units() == []
+
+
+async def test_a_worker_not_in_the_group_yet_answers_409() -> None:
+    import pytest
+
+    from streamkit.connect.distributed import DistributedHerder
+    from streamkit.connect.errors import ConfigError
+    from streamkit.connect.herder import HerderError
+    from streamkit.connect.metrics import ConnectMetrics
+    from streamkit.connect.plugins import PluginRegistry
+    from streamkit.connect.worker_config import load_worker_config
+
+    settings = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "config.storage.topic": "c",
+                "offset.storage.topic": "o", "status.storage.topic": "s"}
+    herder = DistributedHerder(load_worker_config(settings), PluginRegistry(), ConnectMetrics(), "w:1", "http://w:1")
+    config = {"connector.class": "FileStreamSinkConnector", "topics": "t", "file": "/tmp/x"}
+    with pytest.raises(HerderError) as info:
+        await herder.put_config("x", config)
+    assert info.value.status == 409
+    with pytest.raises(ConfigError):  # a bad config is a 400 before anything else
+        await herder.put_config("x", {"connector.class": "FileStreamSinkConnector"})
+    with pytest.raises(ConfigError) as missing:
+        DistributedHerder(load_worker_config({"bootstrap.servers": "b:1"}), PluginRegistry(), ConnectMetrics(),
+                          "w:1", "http://w:1")
+    assert set(missing.value.problems) == {"group.id", "config.storage.topic", "offset.storage.topic",
+                                           "status.storage.topic"}
