@@ -64,12 +64,37 @@ def _csv(value: Any) -> Any:
     return value
 
 
+_KAFKA_TYPES = {"int_parsing": "Not a number of type INT", "int_type": "Not a number of type INT",
+                "float_parsing": "Not a number of type DOUBLE", "bool_parsing": "Expected value to be either true or false",
+                "bool_type": "Expected value to be either true or false"}
+
+
+def _kafka_message(key: str, error: Any) -> str:
+    """Kafka's ConfigException wording for a pydantic error."""
+    kind = error["type"]
+    if kind == "missing":
+        return f'Missing required configuration "{key}" which has no default value.'
+    given = error.get("input")
+    ctx = error.get("ctx") or {}
+    if kind in _KAFKA_TYPES:
+        reason = _KAFKA_TYPES[kind]
+    elif kind in ("greater_than_equal", "greater_than"):
+        reason = f"Value must be at least {ctx.get('ge', ctx.get('gt'))}"
+    elif kind in ("less_than_equal", "less_than"):
+        reason = f"Value must be no more than {ctx.get('le', ctx.get('lt'))}"
+    elif kind == "literal_error":
+        reason = f"String must be one of: {str(ctx.get('expected', '')).replace(' or ', ', ').replace(chr(39), '')}"
+    else:
+        reason = str(error["msg"]).removeprefix("Value error, ")
+    return f"Invalid value {given} for configuration {key}: {reason}"
+
+
 def config_problems(exc: ValidationError) -> dict[str, list[str]]:
     """A pydantic error as Kafka-style problems per key (the alias, e.g. ``static.field``)."""
     problems: dict[str, list[str]] = {}
     for error in exc.errors():
         key = ".".join(str(p) for p in error["loc"]) or "config"
-        problems.setdefault(key, []).append(error["msg"])
+        problems.setdefault(key, []).append(_kafka_message(key, error))
     return problems
 
 

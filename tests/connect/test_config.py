@@ -156,3 +156,15 @@ def test_bad_client_overrides_are_config_problems(registry: PluginRegistry) -> N
     with pytest.raises(ConfigError) as worker:
         load_worker_config({"consumer.max.poll.records": "many"})
     assert set(worker.value.problems) == {"consumer.max.poll.records"}
+
+
+def test_problems_use_kafkas_wording(registry: PluginRegistry) -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_config({"name": "s", "connector.class": SINK, "topics": "t", "tasks.max": "none",
+                         "errors.tolerance": "some", "errors.retry.timeout": "-5"}, registry)
+    assert info.value.problems == {
+        "tasks.max": ["Invalid value none for configuration tasks.max: Not a number of type INT"],
+        "errors.tolerance": ["Invalid value some for configuration errors.tolerance: String must be one of: none, all"],
+        "errors.retry.timeout": ["Invalid value -5 for configuration errors.retry.timeout: Value must be at least -1"],
+        "file": ['Missing required configuration "file" which has no default value.'],
+    }
