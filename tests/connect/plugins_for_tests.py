@@ -88,3 +88,41 @@ class SeekingSinkTask(SinkTask):
             RECEIVED.setdefault(self.name, []).extend((r.offset, r.value) for r in records)
         if records and self.context is not None:
             self.context.request_commit()
+
+
+TABLES: list[str] = ["t1"]
+
+
+class MonitoringConnector(SinkConnector):
+    """Like a JDBC source watching for new tables: one task per entry of TABLES, and a
+    reconfiguration request when the test says TABLES changed (``poke``); ``fail`` makes
+    the connector raise an error through its context."""
+
+    config_model: ClassVar[type[ConnectorConfig]] = FlakyConfig
+    instances: ClassVar[list[MonitoringConnector]] = []
+
+    def start(self, config: ConnectorConfig) -> None:
+        MonitoringConnector.instances.append(self)
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [{"table": t} for t in TABLES[:max_tasks]]
+
+    def poke(self) -> None:
+        assert self.context is not None
+        threading.Thread(target=self.context.request_task_reconfiguration).start()
+
+    def fail(self) -> None:
+        assert self.context is not None
+        self.context.raise_error(RuntimeError("the table monitor died"))
+
+    @classmethod
+    def task_class(cls) -> type[SinkTask]:
+        return IdleSinkTask
+
+
+class IdleSinkTask(SinkTask):
+    def start(self, config: Mapping[str, str]) -> None:
+        pass
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        pass

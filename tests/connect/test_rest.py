@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -181,3 +183,35 @@ async def test_restart_endpoints(broker: BrokerThread, tmp_path: Path, include_t
         assert await state(client, "src") == ("RUNNING", ["RUNNING"])
         assert (await client.post("/connectors/nope/restart")).status_code == 404
         assert (await client.post("/connectors/src/restart", params={"includeTasks": "maybe"})).status_code == 400
+
+
+async def test_connector_context_reconfigures_tasks_and_raises_errors(broker: BrokerThread, tmp_path: Path) -> None:
+    from tests.connect import plugins_for_tests as plugins
+
+    plugins.TABLES[:] = ["t1"]
+    plugins.MonitoringConnector.instances.clear()
+    config = {"connector.class": "tests.connect.plugins_for_tests.MonitoringConnector", "topics": "monitored",
+              "tasks.max": "3"}
+    async with standalone(worker_settings(broker.bootstrap, tmp_path), [("mon", config)]) as (_w, client):
+        async def task_tables() -> list[str]:
+            return [t["config"]["table"] for t in (await client.get("/connectors/mon/tasks")).json()]
+
+        assert await task_tables() == ["t1"]
+        plugins.TABLES[:] = ["t1", "t2", "t3", "t4"]
+        plugins.MonitoringConnector.instances[-1].poke()
+        await eventually(lambda: _equals(task_tables(), ["t1", "t2", "t3"]), 30, "three tasks after the new tables")
+        assert await state(client, "mon") == ("RUNNING", ["RUNNING"] * 3)
+
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, plugins.MonitoringConnector.instances[-1].fail)
+        failed = await eventually(lambda: _failed_connector(client), 30, "the connector to fail")
+        assert "the table monitor died" in failed["trace"]
+
+
+async def _equals(pending: Any, expected: Any) -> bool:
+    return bool(await pending == expected)
+
+
+async def _failed_connector(client: httpx.AsyncClient) -> dict[str, Any] | None:
+    body = (await client.get("/connectors/mon/status")).json()["connector"]
+    return body if body["state"] == "FAILED" else None
