@@ -114,6 +114,7 @@ class DistributedHerder:
         self._connectors: dict[str, _LocalConnector] = {}
         self._runners: dict[Unit, tuple[tuple[str, dict[str, str]], Runner]] = {}
         self._published: dict[str, tuple[dict[str, Any], float]] = {}
+        self._topics_published: set[tuple[str, str]] = set()
         self._group: AIOKafkaConsumer | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -132,9 +133,18 @@ class DistributedHerder:
         self._wake.set()
 
     def _on_status(self, key: bytes | None, value: bytes | None) -> None:
-        if key is not None:
-            with contextlib.suppress(orjson.JSONDecodeError, ValueError):
-                self.state.apply_status(key.decode(), orjson.loads(value) if value is not None else None)
+        if key is None:
+            return
+        text = key.decode(errors="replace")
+        with contextlib.suppress(orjson.JSONDecodeError, ValueError):
+            self.state.apply_status(text, orjson.loads(value) if value is not None else None)
+        if value is None and text.startswith(_TOPIC_PREFIX):
+            # a topics reset: forget them here too, so that the next use reports them again
+            topic, _, name = text[len(_TOPIC_PREFIX):].rpartition(_TOPIC_SEPARATOR)
+            self._topics_published.discard((name, topic))
+            for (connector, _index), (_key, runner) in self._runners.items():
+                if connector == name:
+                    runner.topics.discard(topic)
 
     def _on_members(self, members: dict[str, str]) -> None:
         log.info("worker group members: %s", ", ".join(sorted(members)))
@@ -270,6 +280,12 @@ class DistributedHerder:
             else:
                 runner.resume()
             await self._publish(_task_key(*unit), runner.status().as_json())
+            for topic in sorted(runner.topics):
+                if (unit[0], topic) not in self._topics_published:
+                    self._topics_published.add((unit[0], topic))
+                    value = {"topic": {"name": topic, "connector": unit[0], "task": unit[1],
+                                       "discoverTimestamp": int(time.time() * 1000)}}
+                    await self._status_log.send(_topic_key(unit[0], topic).encode(), _json(value))
 
     async def _start_local_connector(self, name: str) -> None:
         config = self.state.connectors[name]
@@ -414,6 +430,22 @@ class DistributedHerder:
             raise HerderError(404, f"Task {name}-{task_id} not found")
         return self._stored_status(_task_key(name, task_id), (name, task_id), task_id)
 
+    def _topic_keys(self, name: str) -> list[tuple[str, str]]:
+        suffix = _TOPIC_SEPARATOR + name
+        return [(key, key[len(_TOPIC_PREFIX):-len(suffix)]) for key in self.state.statuses
+                if key.startswith(_TOPIC_PREFIX) and key.endswith(suffix)]
+
+    def topics(self, name: str) -> dict[str, Any]:
+        self._require(name)
+        return {name: {"topics": sorted(topic for _key, topic in self._topic_keys(name))}}
+
+    async def reset_topics(self, name: str) -> None:
+        self._require(name)
+        keys = [key for key, _topic in self._topic_keys(name)]
+        if keys:
+            await self._status_log.send_many([(key.encode(), None) for key in keys])
+            await self._status_log.read_to_end()
+
     def validate(self, plugin: str, config: Mapping[str, Any]) -> dict[str, Any]:
         try:
             self.registry.connector_class(plugin)
@@ -548,6 +580,15 @@ def _task_key(name: str, index: int) -> str:
     return f"status-task-{name}-{index}"
 
 
+_TOPIC_PREFIX = "status-topic-"
+_TOPIC_SEPARATOR = ":connector-"
+
+
+def _topic_key(name: str, topic: str) -> str:
+    """Kafka Connect's key of a connector's active topic in the status topic."""
+    return f"{_TOPIC_PREFIX}{topic}{_TOPIC_SEPARATOR}{name}"
+
+
 def _status(state: State, worker_id: str, trace: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"state": state.value, "worker_id": worker_id}
     if trace:
@@ -579,6 +620,10 @@ class _FailedRunner:
 
     def status(self) -> Status:
         return self._status
+
+    @property
+    def topics(self) -> set[str]:
+        return set()
 
     async def stop(self) -> None:
         pass

@@ -56,6 +56,7 @@ class _Connector:
     instance: Connector | None = None
     task_configs: list[dict[str, str]] = field(default_factory=list)
     runners: list[Runner] = field(default_factory=list)
+    topics: set[str] = field(default_factory=set)  # of tasks stopped since the last reset
 
 
 class _ConnectorContext:
@@ -126,6 +127,18 @@ class Herder:
             if runner.id == task_id:
                 return runner
         raise HerderError(404, f"Task {name}-{task_id} not found")
+
+    def topics(self, name: str) -> dict[str, Any]:
+        """Kafka's active topics (KIP-558): what the connector's tasks read or wrote."""
+        c = self._get(name)
+        seen = set(c.topics).union(*(r.topics for r in c.runners))
+        return {name: {"topics": sorted(seen)}}
+
+    async def reset_topics(self, name: str) -> None:
+        c = self._get(name)
+        c.topics.clear()
+        for runner in c.runners:
+            runner.topics.clear()
 
     def validate(self, plugin: str, config: Mapping[str, Any]) -> dict[str, Any]:
         try:
@@ -241,6 +254,8 @@ class Herder:
     async def _stop_tasks(self, c: _Connector) -> None:
         runners, c.runners = c.runners, []
         await asyncio.gather(*(r.stop() for r in runners))
+        for runner in runners:
+            c.topics |= runner.topics
 
     async def _stop_connector(self, c: _Connector) -> None:
         await self._stop_tasks(c)

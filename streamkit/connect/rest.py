@@ -208,6 +208,15 @@ def create_app(herder: Herder, cluster_id: Any = None, metrics_render: Any = Non
         await herder.delete(name)
         return Response(status_code=204)
 
+    @app.get("/connectors/{name}/topics")
+    async def active_topics(name: str) -> Any:
+        return herder.topics(name)
+
+    @app.put("/connectors/{name}/topics/reset")
+    async def reset_topics(name: str) -> Response:
+        await herder.reset_topics(name)
+        return Response(status_code=202)
+
     @app.get("/connectors/{name}/offsets")
     async def get_offsets(name: str) -> Any:
         return await herder.get_offsets(name)

@@ -95,6 +95,7 @@ class SinkTaskRunner:
         self._loop_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._consumed: dict[TP, int] = {}
+        self.topics: set[str] = set()  # read from so far (Kafka's active topics, KIP-558)
         self._committed: dict[TP, int] = {}
         self._task_started = False
         labels = (settings.connector, str(settings.task_id))
@@ -187,6 +188,7 @@ class SinkTaskRunner:
                 messages = [m for msgs in batch.values() for m in msgs]
                 if messages:
                     self._read.inc(len(messages))
+                    self.topics.update(m.topic for m in messages)
                     await self._deliver(task, messages)
                 due = time.monotonic() - last_commit >= interval
                 if due or self._context.commit_requested:

@@ -53,6 +53,7 @@ class SourceTaskRunner:
         self._task: SourceTask | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._pending: dict[str, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
+        self.topics: set[str] = set()  # written to so far (Kafka's active topics, KIP-558)
         labels = (settings.connector, str(settings.task_id))
         self._polled = settings.metrics.source_records_polled.labels(*labels)
         self._written = settings.metrics.source_records_written.labels(*labels)
@@ -157,6 +158,7 @@ class SourceTaskRunner:
             future = await producer.send(out.topic, value, key=key, partition=out.partition,
                                          timestamp_ms=out.timestamp_ms, headers=list(out.headers) or None)
             sent.append((record, future))
+            self.topics.add(out.topic)
         acked = [(record, await future) for record, future in sent]
         self._written.inc(len(acked))
         for record in records:  # skipped and filtered records are done too

@@ -136,6 +136,10 @@ def test_killed_workers_units_move_to_the_survivor(workers: list[WorkerProcess],
         wait_for(lambda: set(lines_of(out)) >= set(expected), 90, "all 80 lines after the failover")
         assert set(lines_of(out)) == set(expected)  # nothing lost (a redelivery may repeat a line)
 
+        wait_for(lambda: client.get("/connectors/sink/topics").json() == {"sink": {"topics": ["distributed"]}},
+                 30, "the sink's active topics")
+        assert client.put("/connectors/sink/topics/reset").status_code == 202
+        assert client.get("/connectors/sink/topics").json() == {"sink": {"topics": []}}
         offsets = client.get("/connectors/src/offsets").json()["offsets"]
         assert offsets == [{"partition": {"filename": str(src)}, "offset": {"position": src.stat().st_size}}]
 

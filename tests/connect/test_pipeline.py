@@ -46,9 +46,13 @@ async def test_file_round_trip_resumes_after_a_restart_without_loss_or_duplicate
 
     with src.open("a") as f:  # written while no worker runs
         f.write("\n".join(expected[400:]) + "\n")
-    async with standalone(settings, connectors):
+    async with standalone(settings, connectors) as (_worker, client):
         await eventually(lambda: len(lines_of(out)) >= 500, 60, "500 lines in the sink file")
         records = await consume(broker.bootstrap, "roundtrip", 500)
+        for name in ("src", "sink"):  # Kafka's active topics (KIP-558)
+            assert (await client.get(f"/connectors/{name}/topics")).json() == {name: {"topics": ["roundtrip"]}}
+        assert (await client.put("/connectors/sink/topics/reset")).status_code == 202
+        assert (await client.get("/connectors/sink/topics")).json() == {"sink": {"topics": []}}
     assert lines_of(out) == expected
     # the topic holds each line once, as Kafka Connect's JSON envelope of a string
     assert [json.loads(r.value)["payload"] for r in records] == expected
