@@ -29,6 +29,20 @@ __all__ = ["create_app"]
 log = logging.getLogger(__name__)
 
 
+# Java's log levels (Kafka Connect's /admin/loggers) on Python's
+_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+           "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
+
+
+def _java_level(level: int) -> str:
+    if level <= logging.DEBUG:
+        return "DEBUG"
+    for name in ("INFO", "WARN", "ERROR", "FATAL"):
+        if level <= _LEVELS[name]:
+            return name
+    return "OFF"
+
+
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error_code": status, "message": message, **extra}, status_code=status)
 
@@ -228,6 +242,34 @@ def create_app(herder: Herder, cluster_id: Any = None, metrics_render: Any = Non
     @app.delete("/connectors/{name}/offsets")
     async def reset_offsets(name: str) -> Any:
         return await herder.reset_offsets(name)
+
+    @app.get("/admin/loggers")
+    async def loggers() -> Any:
+        out = {"root": {"level": _java_level(logging.getLogger().level)}}
+        for name, found in sorted(logging.root.manager.loggerDict.items()):
+            if isinstance(found, logging.Logger) and found.level != logging.NOTSET:
+                out[name] = {"level": _java_level(found.level)}
+        return out
+
+    @app.get("/admin/loggers/{name}")
+    async def get_logger(name: str) -> Any:
+        if name != "root" and name not in logging.root.manager.loggerDict:
+            raise HerderError(404, f"Logger {name} not found.")
+        found = logging.getLogger(None if name == "root" else name)
+        return {"level": _java_level(found.getEffectiveLevel())}
+
+    @app.put("/admin/loggers/{name}")
+    async def set_logger(name: str, request: Request) -> Any:
+        body = await _json_object(request)
+        level = _LEVELS.get(str(body.get("level", "")).upper())
+        if level is None:
+            raise HerderError(400, f"Invalid log level '{body.get('level')}'; one of {', '.join(_LEVELS)}")
+        target = logging.getLogger(None if name == "root" else name)
+        target.setLevel(level)
+        prefix = name + "."
+        below = sorted(n for n, found in logging.root.manager.loggerDict.items()
+                       if isinstance(found, logging.Logger) and (name == "root" or n.startswith(prefix)))
+        return [name, *below]
 
     @app.get("/connector-plugins")
     async def plugins(connectorsOnly: str | None = None) -> Any:

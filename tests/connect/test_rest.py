@@ -215,3 +215,22 @@ async def _equals(pending: Any, expected: Any) -> bool:
 async def _failed_connector(client: httpx.AsyncClient) -> dict[str, Any] | None:
     body = (await client.get("/connectors/mon/status")).json()["connector"]
     return body if body["state"] == "FAILED" else None
+
+
+async def test_admin_loggers(broker: BrokerThread, tmp_path: Path) -> None:
+    import logging
+
+    logger = logging.getLogger("streamkit.connect.sink_runner")
+    before = logger.level
+    try:
+        async with standalone(worker_settings(broker.bootstrap, tmp_path)) as (_worker, client):
+            changed = await client.put("/admin/loggers/streamkit.connect", json={"level": "DEBUG"})
+            assert changed.status_code == 200 and "streamkit.connect.sink_runner" in changed.json()
+            assert (await client.get("/admin/loggers/streamkit.connect")).json() == {"level": "DEBUG"}
+            assert (await client.get("/admin/loggers")).json()["streamkit.connect"] == {"level": "DEBUG"}
+            assert (await client.get("/admin/loggers/no.such.logger")).status_code == 404
+            bad = await client.put("/admin/loggers/streamkit.connect", json={"level": "LOUD"})
+            assert bad.status_code == 400 and bad.json()["error_code"] == 400
+    finally:
+        logging.getLogger("streamkit.connect").setLevel(logging.NOTSET)
+        logger.setLevel(before)
