@@ -315,6 +315,63 @@ def worker(
     raise typer.Exit(code)
 
 
+connect_app = typer.Typer(help="Run Kafka Connect workers: connectors from JSON configs, REST API.",
+                          no_args_is_help=True)
+app.add_typer(connect_app, name="connect")
+
+
+@connect_app.command("standalone")
+def connect_standalone(
+    worker_config: Path = typer.Argument(..., help="worker.json (or .properties) with Kafka Connect's worker keys"),
+    connector_configs: list[Path] = typer.Argument(None, help='connector configs: {"name": ..., "config": {...}}'),
+    ready_file: Path | None = typer.Option(None, "--ready-file", help="write the REST port here once serving"),
+    loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error"),
+) -> None:
+    """Run one Connect worker with its offsets in a local file (Kafka's connect-standalone)."""
+    from streamkit.connect.errors import ConfigError
+    from streamkit.connect.standalone import run_standalone
+
+    _connect_logging(loglevel)
+    for path in [worker_config, *(connector_configs or [])]:
+        if not path.is_file():
+            raise _fail(f"{path} does not exist")
+    try:
+        run_standalone(worker_config, connector_configs or [], ready_file)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"cannot start the Connect worker: {exc.strerror or exc}") from None
+
+
+@connect_app.command("distributed")
+def connect_distributed(
+    worker_config: Path = typer.Argument(..., help="worker.json with group.id and the *.storage.topic keys"),
+    ready_file: Path | None = typer.Option(None, "--ready-file", help="write the REST port here once serving"),
+    loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error"),
+) -> None:
+    """Run one worker of a Connect cluster: configs, offsets and status in compacted topics."""
+    from streamkit.connect.distributed_worker import run_distributed
+    from streamkit.connect.errors import ConfigError
+
+    _connect_logging(loglevel)
+    if not worker_config.is_file():
+        raise _fail(f"{worker_config} does not exist")
+    try:
+        run_distributed(worker_config, ready_file)
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+    except OSError as exc:
+        raise _fail(f"cannot start the Connect worker: {exc.strerror or exc}") from None
+
+
+def _connect_logging(loglevel: str) -> None:
+    import logging
+
+    _setup_logging(loglevel)
+    if loglevel.lower() != "debug":
+        logging.getLogger("aiokafka").setLevel(logging.ERROR)
+
+
 def _setup_logging(level: str) -> None:
     import logging
 

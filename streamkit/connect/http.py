@@ -1,0 +1,51 @@
+"""Serving an ASGI app with uvicorn inside the caller's event loop, on a socket bound first
+(so port 0 gives a known port before anything starts). The worker handles signals itself,
+so uvicorn's own signal capture is turned off."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+__all__ = ["HttpServer"]
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class HttpServer:
+    def __init__(self, app: Any, host: str, port: int) -> None:
+        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._sock.bind((host, port))
+        except OSError:
+            self._sock.close()
+            raise
+        self.host = host
+        self.port = int(self._sock.getsockname()[1])
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        self._server = _Server(config)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]), name="connect-rest")
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+                raise RuntimeError("the REST server stopped while starting")
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        self._server.should_exit = True
+        if self._task is not None:
+            await self._task
+        self._sock.close()

@@ -1,0 +1,112 @@
+"""What the source and sink task loops share: a thread for the task's SPI calls, status, and
+the settings a task runs with."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from streamkit.connect.config import ValidConfig
+from streamkit.connect.metrics import ConnectMetrics
+from streamkit.connect.status import State, Status, trace_of
+
+__all__ = ["RunnerSettings", "TaskLife", "TaskThread", "start_client", "stop_client"]
+
+T = TypeVar("T")
+
+
+class TaskThread:
+    """A task's own thread: ``poll``/``put``/``flush`` may block (a JDBC driver, a file)
+    without holding up the event loop or the other tasks."""
+
+    def __init__(self, name: str) -> None:
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=name)
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    def close(self) -> None:
+        # a task stuck in a blocking call must not hold the worker's shutdown
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    connector: str
+    task_id: int
+    task_config: dict[str, str]
+    valid: ValidConfig
+    bootstrap: str
+    worker_id: str
+    offset_flush_interval_ms: int
+    shutdown_timeout_ms: int
+    metrics: ConnectMetrics
+    # the worker's settings, for its consumer.*/producer.* client settings
+    worker_settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def client_kwargs(self, kind: str, defaults: dict[str, Any]) -> dict[str, Any]:
+        """aiokafka arguments: the runtime's defaults, then the worker's ``{kind}.*``,
+        then the connector's ``{kind}.override.*``."""
+        from streamkit.connect.client_config import client_kwargs
+
+        return {**defaults, **client_kwargs(kind, self.worker_settings, self.valid.raw)}
+
+
+class TaskLife:
+    """Status and pause/stop flags of one task, changed from the event loop."""
+
+    def __init__(self, worker_id: str) -> None:
+        self.worker_id = worker_id
+        self.state = State.UNASSIGNED
+        self.trace: str | None = None
+        self.stopping = False
+        self.resumed = asyncio.Event()
+        self.resumed.set()
+        self.stop_called = threading.Lock()
+
+    def status(self) -> Status:
+        return Status(self.state, self.worker_id, self.trace)
+
+    def fail(self, error: BaseException) -> None:
+        self.state = State.FAILED
+        self.trace = trace_of(error)
+
+    def pause(self) -> None:
+        if self.state == State.RUNNING:
+            self.state = State.PAUSED
+        self.resumed.clear()
+
+    def resume(self) -> None:
+        if self.state == State.PAUSED:
+            self.state = State.RUNNING
+        self.resumed.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self.resumed.is_set()
+
+    def call_stop_once(self, stop: Callable[[], None]) -> None:
+        """Task.stop runs once, whoever gets here first (the stopper or the failed loop)."""
+        if self.stop_called.acquire(blocking=False):
+            with contextlib.suppress(Exception):
+                stop()
+
+
+async def start_client(client: Any) -> None:
+    """Start an aiokafka client; one that fails half-way is stopped (its sockets closed)."""
+    try:
+        await client.start()
+    except BaseException:
+        await stop_client(client)
+        raise
+
+
+async def stop_client(client: Any) -> None:
+    stop = getattr(client, "stop", None) or client.close
+    with contextlib.suppress(Exception):
+        await asyncio.shield(stop())
