@@ -70,6 +70,18 @@ def _plan(bootstrap: str, topic: str, start: Position, end: Position, config: Ma
     return options, [r for r in ranges if r.size > 0]
 
 
+def _arrow_dtype(kind: pa.DataType) -> Any:
+    """Binary and nested columns stay Arrow-backed: as object columns, Dask's string
+    conversion (``dataframe.convert-string``) would turn bytes into text."""
+    if pa.types.is_binary(kind) or pa.types.is_list(kind) or pa.types.is_struct(kind) or pa.types.is_map(kind):
+        return pd.ArrowDtype(kind)
+    return None
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    return table.to_pandas(types_mapper=_arrow_dtype)
+
+
 @dataclass(frozen=True)
 class _ReadRecords:
     """One dask partition: a range's records, raw or parsed with ``model``."""
@@ -86,11 +98,11 @@ class _ReadRecords:
     def __call__(self, r: OffsetRange) -> pd.DataFrame:
         batches = list(read_range(self.client_config, r, include_headers=self.include_headers))
         if self.model is None:
-            return pa.Table.from_batches(batches, self.schema()).to_pandas()
+            return _to_pandas(pa.Table.from_batches(batches, self.schema()))
         codec = ModelCodec(self.model)
         rows = [codec.loads(v).model_dump() for b in batches for v in b.column("value").to_pylist()
                 if v is not None]
-        return pa.Table.from_pylist(rows, self.schema()).to_pandas()
+        return _to_pandas(pa.Table.from_pylist(rows, self.schema()))
 
 
 def read_topic(bootstrap: str, topic: str, model: type[BaseModel] | None = None, *,
@@ -106,7 +118,7 @@ def read_topic(bootstrap: str, topic: str, model: type[BaseModel] | None = None,
     the JSON values (tombstones skipped). ``config``: librdkafka settings (security...)."""
     options, ranges = _plan(bootstrap, topic, start, end, config, include_headers, partition_size)
     read = _ReadRecords(dict(options.client_config), include_headers, model)
-    meta = read.schema().empty_table().to_pandas()
+    meta = _to_pandas(read.schema().empty_table())
     if not ranges:
         return dd.from_pandas(meta, npartitions=1)
     return dd.from_map(read, ranges, meta=meta, enforce_metadata=False)
@@ -122,7 +134,7 @@ class _ReadTable:
 
     def __call__(self, r: OffsetRange) -> pd.DataFrame:
         latest = latest_per_key(read_range(self.client_config, r), self.decoder)
-        return pa.Table.from_batches([self.decoder.to_batch(latest)]).to_pandas()
+        return _to_pandas(pa.Table.from_batches([self.decoder.to_batch(latest)]))
 
 
 def read_table(app: App | str, table: str, *, bootstrap: str | None = None, key_type: Any = None,
@@ -138,7 +150,7 @@ def read_table(app: App | str, table: str, *, bootstrap: str | None = None, key_
             raise ValueError("read_table needs bootstrap= (the app runs an embedded broker, or only its id was given)")
     options, ranges = _plan(bootstrap, decoder.topic, "earliest", "latest", config, False, None)
     read = _ReadTable(dict(options.client_config), decoder)
-    meta = decoder.schema.empty_table().to_pandas()
+    meta = _to_pandas(decoder.schema.empty_table())
     if not ranges:
         return dd.from_pandas(meta, npartitions=1)
     return dd.from_map(read, ranges, meta=meta, enforce_metadata=False)
