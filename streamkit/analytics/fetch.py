@@ -1,17 +1,30 @@
 """Reading one offset range into Arrow record batches, over the Kafka protocol.
 
-librdkafka (confluent-kafka) fetches and decompresses in C on its own threads; the Python
-loop only moves each record's fields into column lists, and Arrow builds the columns from
-those lists in one call each. The read ends at the range's end offset or at the end of the
-log (a compacted or aborted tail never arrives), whichever comes first.
+Two paths, chosen by the client settings:
+
+* ``read_uncommitted`` with no security settings (the default): raw Fetch requests through
+  aiokafka with its C record-batch parser (``streams.changelog.ChangelogReader``, which
+  table restores use), the only per-record Python work being one tuple. It reads about four
+  times faster than librdkafka's per-message objects.
+* anything else (``isolation.level=read_committed``, SSL, SASL...): librdkafka
+  (confluent-kafka), which filters aborted transactions and speaks every security
+  protocol; its ``kafka.*`` settings pass through unchanged.
+
+Either way Arrow builds each column from a list in one call, and a read ends at the range's
+end offset or at the end of the log (a compacted or aborted tail never arrives).
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
+import functools
+import gc
+import itertools
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -19,6 +32,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from streamkit.analytics.planning import OffsetRange, consumer_config
 from streamkit.analytics.schema import HEADERS_TYPE, record_arrow_schema
+from streamkit.streams.changelog import ChangelogReader
+from streamkit.streams.clients import start_client, stop_client
 
 __all__ = ["DEFAULT_BATCH_RECORDS", "FetchError", "read_range"]
 
@@ -40,13 +55,127 @@ class FetchError(RuntimeError):
     """A range could not be read (the broker failed, or nothing arrived for too long)."""
 
 
+# Settings the raw path understands; any other needs librdkafka.
+_RAW_SETTINGS = {"bootstrap.servers", "client.id", "isolation.level"}
+
+
 def read_range(client_config: Mapping[str, str], r: OffsetRange, *, include_headers: bool = False,
                batch_records: int = DEFAULT_BATCH_RECORDS,
                stall_timeout_s: float = _STALL_TIMEOUT_S) -> Iterator[pa.RecordBatch]:
-    """The records of ``r`` as record batches of at most ``batch_records`` rows, with the
-    columns of ``record_arrow_schema(include_headers)``."""
+    """The records of ``r`` as record batches of at most about ``batch_records`` rows, with
+    the columns of ``record_arrow_schema(include_headers)``."""
     if r.size <= 0:
         return
+    raw = (set(client_config) <= _RAW_SETTINGS
+           and client_config.get("isolation.level", "read_uncommitted") == "read_uncommitted")
+    if raw:
+        yield from _read_raw(client_config, r, include_headers, batch_records)
+    else:
+        yield from _read_librdkafka(client_config, r, include_headers, batch_records, stall_timeout_s)
+
+
+class _Block(NamedTuple):
+    """The records of one record batch, by column."""
+
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    offsets: list[int]
+    timestamps: list[int]
+    kind: int  # the batch's timestamp type: 0 CreateTime, 1 LogAppendTime
+    headers: list[Any] | None
+
+
+def _parse_batch(include_headers: bool, batch: Any, start: int, end: int) -> list[_Block]:
+    """The records of one batch with ``start <= offset < end`` as one ``_Block`` (the
+    reader's chunks are then lists of blocks); nothing of a control batch."""
+    if batch.is_control_batch:
+        return []
+    records = list(batch)
+    if batch.base_offset < start or batch.next_offset > end:
+        records = [r for r in records if start <= r.offset < end]
+    if not records:
+        return []
+    # One pass per column over the parsed records: no tuple per record to build and take
+    # apart again, and attribute reads of aiokafka's C records are cheap.
+    return [_Block([r.key for r in records], [r.value for r in records], [r.offset for r in records],
+                   [r.timestamp for r in records], batch.timestamp_type,
+                   [r.headers for r in records] if include_headers else None)]
+
+
+def _read_raw(client_config: Mapping[str, str], r: OffsetRange, include_headers: bool,
+              batch_records: int) -> Iterator[pa.RecordBatch]:
+    """The raw path, driving the asyncio reader from this (synchronous) generator on a
+    loop of its own, closed with everything it opened even when the caller stops early."""
+    schema = record_arrow_schema(include_headers)
+    loop = asyncio.new_event_loop()
+
+    async def connect() -> ChangelogReader:  # aiokafka clients are made inside their loop
+        reader = ChangelogReader(client_config["bootstrap.servers"].split(","), r.topic, r.partition,
+                                 client_id=client_config.get("client.id", "streamkit-reader"),
+                                 chunk_records=max(1, batch_records // 1000),  # in batches
+                                 parse_batch=functools.partial(_parse_batch, include_headers))
+        await start_client(reader)
+        return reader
+
+    try:
+        reader = loop.run_until_complete(connect())
+        try:
+            chunks = reader.read(r.start, r.end)
+            try:
+                while True:
+                    with _gc_paused():
+                        try:
+                            chunk = loop.run_until_complete(anext(chunks))
+                        except StopAsyncIteration:
+                            break
+                        batch = _blocks_batch(chunk, r, schema, include_headers) if chunk else None
+                    del chunk
+                    if batch is not None:
+                        yield batch
+            finally:
+                loop.run_until_complete(chunks.aclose())
+        finally:
+            loop.run_until_complete(stop_client(reader))
+    finally:
+        loop.close()
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic GC off while a chunk's records are parsed into columns: the record
+    objects hold no cycles, and each collection would walk all of them again (about half
+    the read's time otherwise)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _blocks_batch(blocks: list[_Block], r: OffsetRange, schema: pa.Schema,
+                  include_headers: bool) -> pa.RecordBatch:
+    chain = itertools.chain.from_iterable
+    n = sum(len(b.offsets) for b in blocks)
+    kinds = np.concatenate([np.full(len(b.offsets), b.kind, dtype=np.int32) for b in blocks])
+    arrays = [
+        pa.array(list(chain(b.keys for b in blocks)), _BINARY),
+        pa.array(list(chain(b.values for b in blocks)), _BINARY),
+        pa.repeat(pa.scalar(r.topic, pa.string()), n),
+        pa.array(np.full(n, r.partition, dtype=np.int32)),
+        pa.array(np.fromiter(chain(b.offsets for b in blocks), dtype=np.int64, count=n)),
+        pa.array(np.fromiter(chain(b.timestamps for b in blocks), dtype=np.int64, count=n) * 1000, _TIMESTAMP),
+        pa.array(kinds),
+    ]
+    if include_headers:
+        headers = chain(b.headers or () for b in blocks)
+        arrays.append(pa.array([_headers(h or None) for h in headers], HEADERS_TYPE))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _read_librdkafka(client_config: Mapping[str, str], r: OffsetRange, include_headers: bool,
+                     batch_records: int, stall_timeout_s: float) -> Iterator[pa.RecordBatch]:
     consumer = Consumer(consumer_config(client_config, **_FETCH_CONFIG))
     try:
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])

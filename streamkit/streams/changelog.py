@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,18 +109,24 @@ class ChangelogReader:
     ``start()`` connects (use ``start_client``), ``offsets()`` gives the log's current
     start and end, ``read(start, end)`` yields the records of ``[start, end)`` in offset
     order, in chunks; ``stop()`` closes every connection (use ``stop_client``).
+
+    ``parse_batch(batch, start, end)`` turns one record batch into the items of a chunk,
+    those with ``start <= offset < end``: by default ``(key, value, offset)`` tuples; the
+    Spark and Dask readers (``streamkit.analytics``) take timestamps and headers as well.
     """
 
     def __init__(self, bootstrap: str | list[str], topic: str, partition: int, *,
                  client_id: str = "streamkit-changelog", max_bytes: int = DEFAULT_MAX_BYTES,
                  chunk_records: int = DEFAULT_CHUNK_RECORDS,
                  retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS,
-                 request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> None:
+                 request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+                 parse_batch: Callable[[Any, int, int], list[Any]] | None = None) -> None:
         if max_bytes < 1 or chunk_records < 1:
             raise ValueError("max_bytes and chunk_records must be positive")
         self.tp = TopicPartition(topic, partition)
         self._max_bytes = max_bytes
         self._chunk_records = chunk_records
+        self._parse_batch = parse_batch or _batch_records
         self._retry_timeout_ms = retry_timeout_ms
         self._client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id=client_id,
                                       request_timeout_ms=request_timeout_ms,
@@ -195,7 +201,7 @@ class ChangelogReader:
         response never exists as tuples all at once."""
         chunk: list[ChangelogRecord] = []
         for batch in fetched.batches:
-            records = _batch_records(batch, fetched.position, end)
+            records = self._parse_batch(batch, fetched.position, end)
             if not chunk:
                 chunk = records
             elif len(chunk) + len(records) <= self._chunk_records:

@@ -158,3 +158,17 @@ def test_read_topic_with_a_model(spark: SparkSession, broker: BrokerThread, even
     assert got == want
     totals = {r.page: r.total for r in df.groupBy("page").agg(F.sum("n").alias("total")).collect()}
     assert totals == {f"p{k}": 2 * sum(i for i in range(PER_PARTITION) if i % 4 == k) for k in range(4)}
+
+
+def test_read_committed_reads_through_librdkafka_alike(spark: SparkSession, broker: BrokerThread,
+                                                       events: Any) -> None:
+    """read_committed takes the librdkafka path (it filters aborted transactions): with no
+    transactions in the topic it gives exactly the rows of the default raw-fetch path."""
+    def rows(**options: str) -> list[tuple[Any, ...]]:
+        df = load(spark, broker, subscribe="events", includeHeaders="true", **options)
+        return sorted((r.partition, r.offset, r.key, r.value, r.timestamp, r.timestampType,
+                       [tuple(h) for h in r.headers] if r.headers else None) for r in df.collect())
+
+    committed = rows(**{"kafka.isolation.level": "read_committed"})
+    assert len(committed) == 2 * PER_PARTITION
+    assert committed == rows()
