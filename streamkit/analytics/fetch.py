@@ -24,7 +24,7 @@ import gc
 import itertools
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -128,8 +128,9 @@ def _read_raw(client_config: Mapping[str, str], r: OffsetRange, include_headers:
                             chunk = loop.run_until_complete(anext(chunks))
                         except StopAsyncIteration:
                             break
-                        batch = _blocks_batch(chunk, r, schema, include_headers) if chunk else None
-                    del chunk
+                        blocks = cast(list[_Block], chunk)  # what _parse_batch made of each batch
+                        batch = _blocks_batch(blocks, r, schema, include_headers) if blocks else None
+                    del chunk, blocks
                     if batch is not None:
                         yield batch
             finally:

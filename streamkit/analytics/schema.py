@@ -58,9 +58,9 @@ def python_arrow_type(annotation: Any) -> pa.DataType:
     ``dict[str, X]``, enums (as their values) and nested models."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return python_arrow_type(args[0])
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) == 1:
+            return python_arrow_type(members[0])
         raise TypeError(f"cannot give a column one type for the union {annotation!r}")
     if origin is typing.Annotated:
         return python_arrow_type(typing.get_args(annotation)[0])

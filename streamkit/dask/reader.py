@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import dask.dataframe as dd
 import pandas as pd
@@ -29,7 +29,7 @@ __all__ = ["read_table", "read_topic"]
 Position = str | int | dt.datetime | Mapping[int, int]
 
 
-def _position(value: Position, side: str, topic: str) -> dict[str, str]:
+def _position(value: str | dt.datetime | Mapping[int, int], side: str, topic: str) -> dict[str, str]:
     """Spark-style options for a start or end: ``earliest``/``latest`` (or the JSON of the
     source option), {partition: offset}, or a datetime."""
     if isinstance(value, dt.datetime):
@@ -48,7 +48,7 @@ def _options(bootstrap: str, topic: str, start: Position, end: Position,
     opts.update({f"kafka.{k}": str(v) for k, v in (config or {}).items()})
     every: dict[str, int] = {}
     for side, value in (("starting", start), ("ending", end)):
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, int):
             every[side] = value  # applied per partition once the partitions are known
         else:
             opts.update(_position(value, side, topic))
@@ -118,10 +118,15 @@ def read_topic(bootstrap: str, topic: str, model: type[BaseModel] | None = None,
     the JSON values (tombstones skipped). ``config``: librdkafka settings (security...)."""
     options, ranges = _plan(bootstrap, topic, start, end, config, include_headers, partition_size)
     read = _ReadRecords(dict(options.client_config), include_headers, model)
-    meta = _to_pandas(read.schema().empty_table())
+    return _frame(read, ranges, _to_pandas(read.schema().empty_table()))
+
+
+def _frame(read: Callable[[OffsetRange], pd.DataFrame], ranges: list[OffsetRange],
+           meta: pd.DataFrame) -> dd.DataFrame:
+    """One dask partition per range (an empty frame when there is none)."""
     if not ranges:
-        return dd.from_pandas(meta, npartitions=1)
-    return dd.from_map(read, ranges, meta=meta, enforce_metadata=False)
+        return cast(dd.DataFrame, dd.from_pandas(meta, npartitions=1))  # type: ignore[no-untyped-call]
+    return cast(dd.DataFrame, dd.from_map(read, ranges, meta=meta, enforce_metadata=False))  # type: ignore[no-untyped-call]
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,4 @@ def read_table(app: App | str, table: str, *, bootstrap: str | None = None, key_
             raise ValueError("read_table needs bootstrap= (the app runs an embedded broker, or only its id was given)")
     options, ranges = _plan(bootstrap, decoder.topic, "earliest", "latest", config, False, None)
     read = _ReadTable(dict(options.client_config), decoder)
-    meta = _to_pandas(decoder.schema.empty_table())
-    if not ranges:
-        return dd.from_pandas(meta, npartitions=1)
-    return dd.from_map(read, ranges, meta=meta, enforce_metadata=False)
+    return _frame(read, ranges, _to_pandas(decoder.schema.empty_table()))

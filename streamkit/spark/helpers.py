@@ -10,11 +10,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 from pydantic import BaseModel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
@@ -55,16 +55,16 @@ def read_topic(spark: SparkSession, topic: str, model: type[BaseModel] | None = 
     df = _reader(spark, bootstrap, {"subscribe": topic, "startingOffsets": starting_offsets,
                                     "endingOffsets": ending_offsets, **options}).load()
     if model is None:
-        return df
+        return cast(DataFrame, df)
     schema = spark_schema(model)
-    columns = [F.from_json(F.col("value").cast("string"), schema).alias("_value")]
+    columns: list[Column | str] = [F.from_json(F.col("value").cast("string"), schema).alias("_value")]
     if metadata:
         clash = sorted(set(schema.fieldNames()) & set(_METADATA))
         if clash:
             raise ValueError(f"{model.__name__} has fields named like the metadata columns: {clash}")
         columns += [F.col("key").cast("string").alias("key"), "topic", "partition", "offset", "timestamp"]
     selected = ["_value.*", *(_METADATA if metadata else ())]
-    return df.select(*columns).select(*selected)
+    return cast(DataFrame, df.select(*columns).select(*selected))
 
 
 def read_table(spark: SparkSession, app: App | str, table: str, *, bootstrap: str | None = None,
@@ -86,7 +86,7 @@ def read_table(spark: SparkSession, app: App | str, table: str, *, bootstrap: st
               .agg(F.max_by(F.struct("value"), "offset").alias("last"))
               .select("key", F.col("last.value").alias("value")))
     schema = from_arrow_schema(decoder.schema)
-    return latest.mapInArrow(_Decode(decoder), schema)
+    return cast(DataFrame, latest.mapInArrow(_Decode(decoder), schema))
 
 
 class _Decode:

@@ -150,7 +150,7 @@ def _offsets(data: Mapping[str, Mapping[str, int]]) -> dict[TP, int]:
     return {(topic, int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}
 
 
-class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Stream offsets are ``{"topic": {"partition": next offset}}``. Partitions that appear
     while the query runs (a topic grown, or a new one matching ``subscribePattern``) are
     read from their earliest offset, as Spark's Kafka source does."""
