@@ -70,6 +70,9 @@ class ReadOptions:
     # startingOffsetsByTimestampStrategy: "error" when a partition has no record at or after
     # the time, "latest" to start such a partition at its end
     by_timestamp_strategy: str = "error"
+    # valueSchema (a streamkit option): the JSON of the Spark schema of the JSON values,
+    # parsed into typed columns by the reader (``analytics.jsonvalues``)
+    value_schema: str | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -221,4 +224,5 @@ def read_options(options: Mapping[str, Any], *, streaming: bool = False) -> Read
         min_partitions=_positive(opts, "minPartitions"),
         max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
         by_timestamp_strategy=strategy,
+        value_schema=opts.get("valueschema") or None,
     )

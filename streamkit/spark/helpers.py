@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from streamkit.analytics.jsonvalues import readable
 from streamkit.analytics.schema import model_arrow_schema
 from streamkit.analytics.tables import TableDecoder, table_decoder
 from streamkit.spark.source import register
@@ -52,16 +53,24 @@ def read_topic(spark: SparkSession, topic: str, model: type[BaseModel] | None = 
     JSON value (a value that does not parse gives nulls, as ``from_json`` does), plus
     ``key`` (string), ``topic``, ``partition``, ``offset`` and ``timestamp`` when
     ``metadata``. Without: the source's columns. ``options`` are further source options."""
-    df = _reader(spark, bootstrap, {"subscribe": topic, "startingOffsets": starting_offsets,
-                                    "endingOffsets": ending_offsets, **options}).load()
+    options = {"subscribe": topic, "startingOffsets": starting_offsets, "endingOffsets": ending_offsets, **options}
     if model is None:
-        return cast(DataFrame, df)
+        return cast(DataFrame, _reader(spark, bootstrap, options).load())
     schema = spark_schema(model)
-    columns: list[Column | str] = [F.from_json(F.col("value").cast("string"), schema).alias("_value")]
     if metadata:
         clash = sorted(set(schema.fieldNames()) & set(_METADATA))
         if clash:
             raise ValueError(f"{model.__name__} has fields named like the metadata columns: {clash}")
+    if readable(model_arrow_schema(model)):
+        # Parsed in the Python workers by Arrow's JSON reader: about 4x cheaper than from_json.
+        df = _reader(spark, bootstrap, {**options, "valueSchema": schema.json()}).load()
+        key = [F.col("key").cast("string").alias("key")] if metadata else []
+        rest = list(_METADATA[1:]) if metadata else []
+        fields = [F.col(f"`{name}`") for name in schema.fieldNames()]
+        return cast(DataFrame, df.select(*fields, *key, *rest))
+    df = _reader(spark, bootstrap, options).load()
+    columns: list[Column | str] = [F.from_json(F.col("value").cast("string"), schema).alias("_value")]
+    if metadata:
         columns += [F.col("key").cast("string").alias("key"), "topic", "partition", "offset", "timestamp"]
     selected = ["_value.*", *(_METADATA if metadata else ())]
     return cast(DataFrame, df.select(*columns).select(*selected))

@@ -19,6 +19,7 @@ and ``write`` in its Python worker processes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -46,6 +48,7 @@ from pyspark.sql.types import (
 )
 
 from streamkit.analytics.fetch import read_range
+from streamkit.analytics.jsonvalues import parse_json_values
 from streamkit.analytics.options import OptionError, ReadOptions, client_config, read_options
 from streamkit.analytics.planning import (
     Cluster,
@@ -75,8 +78,9 @@ TP = tuple[str, int]
 HEADERS_SPARK_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
-def record_schema(include_headers: bool = False) -> StructType:
-    """The columns of a read: Spark's Kafka source schema."""
+def record_schema(include_headers: bool = False, value_schema: StructType | None = None) -> StructType:
+    """The columns of a read: Spark's Kafka source schema; with ``value_schema`` (the
+    ``valueSchema`` option) the value's fields come first, in place of ``value``."""
     fields = [
         StructField("key", BinaryType()),
         StructField("value", BinaryType()),
@@ -88,7 +92,24 @@ def record_schema(include_headers: bool = False) -> StructType:
     ]
     if include_headers:
         fields.append(StructField("headers", HEADERS_SPARK_TYPE))
+    if value_schema is not None:
+        kafka = [f for f in fields if f.name != "value"]
+        clash = sorted({f.name for f in value_schema.fields} & {f.name for f in kafka})
+        if clash:
+            raise OptionError(f"valueSchema has fields named like the record's columns: {clash}")
+        fields = [*value_schema.fields, *kafka]
     return StructType(fields)
+
+
+def _value_schema(options: ReadOptions) -> StructType | None:
+    """The ``valueSchema`` option: the JSON of a StructType (``schema.json()``)."""
+    if options.value_schema is None:
+        return None
+    try:
+        schema = StructType.fromJson(json.loads(options.value_schema))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise OptionError(f"valueSchema must be the JSON of a Spark StructType (schema.json()): {exc}") from None
+    return schema
 
 
 def register(spark: SparkSession) -> None:
@@ -105,7 +126,10 @@ class StreamkitDataSource(DataSource):
 
     def schema(self) -> StructType:
         include = str(self.options.get("includeheaders", "false")).lower() == "true"
-        return record_schema(include)
+        values = self.options.get("valueschema")
+        if values is None:
+            return record_schema(include)
+        return record_schema(include, _value_schema(ReadOptions({}, value_schema=values)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return _BatchReader(read_options(dict(self.options)))
@@ -125,7 +149,18 @@ class StreamkitDataSource(DataSource):
 
 def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     r: OffsetRange = partition.value
-    yield from read_range(options.client_config, r, include_headers=options.include_headers)
+    batches = read_range(options.client_config, r, include_headers=options.include_headers)
+    values = _value_schema(options)
+    if values is None:
+        yield from batches
+        return
+    arrow = to_arrow_schema(values, timezone="UTC")
+    for batch in batches:
+        parsed = parse_json_values(batch.column("value"), arrow)
+        columns = parsed.flatten()  # a null row nulls each of its fields
+        rest = [name for name in batch.schema.names if name != "value"]
+        yield pa.RecordBatch.from_arrays(columns + [batch.column(n) for n in rest],
+                                         names=[*arrow.names, *rest])
 
 
 class _BatchReader(DataSourceReader):

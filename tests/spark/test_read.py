@@ -3,6 +3,7 @@ options, checked record by record against what was produced."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
@@ -172,3 +173,32 @@ def test_read_committed_reads_through_librdkafka_alike(spark: SparkSession, brok
     committed = rows(**{"kafka.isolation.level": "read_committed"})
     assert len(committed) == 2 * PER_PARTITION
     assert committed == rows()
+
+
+class Visit(BaseModel):
+    page: str
+    n: int
+    at: dt.datetime | None = None
+
+
+class VisitWithMap(Visit):
+    attrs: dict[str, int] | None = None  # a map: parsed by from_json instead of Arrow's reader
+
+
+@pytest.mark.parametrize("model", [Visit, VisitWithMap])
+def test_read_topic_gives_nulls_for_what_does_not_parse(spark: SparkSession, broker: BrokerThread,
+                                                        model: type[Visit]) -> None:
+    topic = f"visits-{model.__name__.lower()}"
+    create_topics(broker.bootstrap, {topic: 1})
+    produce(broker.bootstrap, topic, [
+        Rec(b"a", b'{"page": "home", "n": 1, "at": "2024-01-02T03:04:05.006Z"}', 0, T0),
+        Rec(b"b", None, 0, T0),                                   # a tombstone
+        Rec(b"c", b"{not json", 0, T0),                           # malformed
+        Rec(b"d", b'{"page": "shop", "n": 2, "extra": true}', 0, T0),
+    ])
+    df = read_topic(spark, topic, model, bootstrap=broker.bootstrap, metadata=True)
+    got = sorted((r.offset, r.key, r.page, r.n, r.at) for r in df.collect())
+    at = dt.datetime(2024, 1, 2, 3, 4, 5, 6000)  # Spark shows it in the session's time zone
+    at = at.replace(tzinfo=dt.UTC).astimezone().replace(tzinfo=None)
+    assert got == [(0, "a", "home", 1, at), (1, "b", None, None, None), (2, "c", None, None, None),
+                   (3, "d", "shop", 2, None)]
