@@ -101,12 +101,12 @@ def record_schema(include_headers: bool = False, value_schema: StructType | None
     return StructType(fields)
 
 
-def _value_schema(options: ReadOptions) -> StructType | None:
+def _value_schema(text: str | None) -> StructType | None:
     """The ``valueSchema`` option: the JSON of a StructType (``schema.json()``)."""
-    if options.value_schema is None:
+    if text is None:
         return None
     try:
-        schema = StructType.fromJson(json.loads(options.value_schema))
+        schema = StructType.fromJson(json.loads(text))
     except (ValueError, KeyError, TypeError) as exc:
         raise OptionError(f"valueSchema must be the JSON of a Spark StructType (schema.json()): {exc}") from None
     return schema
@@ -126,10 +126,7 @@ class StreamkitDataSource(DataSource):
 
     def schema(self) -> StructType:
         include = str(self.options.get("includeheaders", "false")).lower() == "true"
-        values = self.options.get("valueschema")
-        if values is None:
-            return record_schema(include)
-        return record_schema(include, _value_schema(ReadOptions({}, value_schema=values)))
+        return record_schema(include, _value_schema(self.options.get("valueschema")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return _BatchReader(read_options(dict(self.options)))
@@ -150,7 +147,7 @@ class StreamkitDataSource(DataSource):
 def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     r: OffsetRange = partition.value
     batches = read_range(options.client_config, r, include_headers=options.include_headers)
-    values = _value_schema(options)
+    values = _value_schema(options.value_schema)
     if values is None:
         yield from batches
         return

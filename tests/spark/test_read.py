@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamkit.spark import read_topic, record_schema
 from streamkit.testing import BrokerThread
@@ -202,3 +203,15 @@ def test_read_topic_gives_nulls_for_what_does_not_parse(spark: SparkSession, bro
     at = at.replace(tzinfo=dt.UTC).astimezone().replace(tzinfo=None)
     assert got == [(0, "a", "home", 1, at), (1, "b", None, None, None), (2, "c", None, None, None),
                    (3, "d", "shop", 2, None)]
+
+
+def test_value_schema_option_gives_typed_columns(spark: SparkSession, broker: BrokerThread,
+                                                 events: dict[int, list[Rec]]) -> None:
+    schema = StructType([StructField("page", StringType()), StructField("n", LongType())])
+    df = load(spark, broker, subscribe="events", valueSchema=schema.json(), endingOffsets='{"events": {"0": 2, "1": 0}}')
+    assert df.columns == ["page", "n", "key", "topic", "partition", "offset", "timestamp", "timestampType"]
+    assert [(r.page, r.n, r.key, r.offset) for r in df.orderBy("offset").collect()] == [
+        ("p0", 0, b"k0", 0), ("p1", 1, b"k1", 1)]
+    clash = StructType([StructField("offset", LongType())])
+    with pytest.raises(PySparkException, match="named like the record's columns"):
+        load(spark, broker, subscribe="events", valueSchema=clash.json()).count()
