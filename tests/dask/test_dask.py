@@ -75,6 +75,17 @@ def test_read_topic_with_a_model_and_a_range(broker: BrokerThread, orders: list[
     assert totals == {item: sum(o.qty for o in want if o.item == item) for item in {o.item for o in want}}
 
 
+def test_headers_and_an_offset_for_every_partition(broker: BrokerThread) -> None:
+    create_topics(broker.bootstrap, {"tagged": 2})
+    produce(broker.bootstrap, "tagged", [Rec(b"k", b"v%d" % i, i % 2, T0, (("n", b"%d" % i),) if i else ())
+                                         for i in range(6)])
+    got = streamkit.dask.read_topic(broker.bootstrap, "tagged", start=1, include_headers=True).compute()
+    rows = sorted((r.partition, r.offset, bytes(r.value), [(h["key"], h["value"]) for h in r.headers])
+                  for r in got.itertuples(index=False))
+    assert rows == [(0, 1, b"v2", [("n", b"2")]), (0, 2, b"v4", [("n", b"4")]),
+                    (1, 1, b"v3", [("n", b"3")]), (1, 2, b"v5", [("n", b"5")])]
+
+
 def test_start_from_a_time(broker: BrokerThread, orders: list[Rec]) -> None:
     start = dt.datetime.fromtimestamp((T0 + 80) / 1000, dt.UTC)
     got = streamkit.dask.read_topic(broker.bootstrap, "orders", Order, start=start).compute()
