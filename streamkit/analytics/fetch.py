@@ -62,14 +62,15 @@ _RAW_SETTINGS = {"bootstrap.servers", "client.id", "isolation.level"}
 def read_range(client_config: Mapping[str, str], r: OffsetRange, *, include_headers: bool = False,
                batch_records: int = DEFAULT_BATCH_RECORDS,
                stall_timeout_s: float = _STALL_TIMEOUT_S) -> Iterator[pa.RecordBatch]:
-    """The records of ``r`` as record batches of at most about ``batch_records`` rows, with
-    the columns of ``record_arrow_schema(include_headers)``."""
+    """The records of ``r`` as record batches with the columns of
+    ``record_arrow_schema(include_headers)``: one per fetch response on the raw path (at
+    most 16 MiB of records), of at most ``batch_records`` rows through librdkafka."""
     if r.size <= 0:
         return
     raw = (set(client_config) <= _RAW_SETTINGS
            and client_config.get("isolation.level", "read_uncommitted") == "read_uncommitted")
     if raw:
-        yield from _read_raw(client_config, r, include_headers, batch_records)
+        yield from _read_raw(client_config, r, include_headers)
     else:
         yield from _read_librdkafka(client_config, r, include_headers, batch_records, stall_timeout_s)
 
@@ -87,7 +88,7 @@ class _Block(NamedTuple):
 
 def _parse_batch(include_headers: bool, batch: Any, start: int, end: int) -> list[_Block]:
     """The records of one batch with ``start <= offset < end`` as one ``_Block`` (the
-    reader's chunks are then lists of blocks); nothing of a control batch."""
+    reader's chunks, one per fetch, are then lists of blocks); nothing of a control batch."""
     if batch.is_control_batch:
         return []
     records = list(batch)
@@ -102,8 +103,7 @@ def _parse_batch(include_headers: bool, batch: Any, start: int, end: int) -> lis
                    [r.headers for r in records] if include_headers else None)]
 
 
-def _read_raw(client_config: Mapping[str, str], r: OffsetRange, include_headers: bool,
-              batch_records: int) -> Iterator[pa.RecordBatch]:
+def _read_raw(client_config: Mapping[str, str], r: OffsetRange, include_headers: bool) -> Iterator[pa.RecordBatch]:
     """The raw path, driving the asyncio reader from this (synchronous) generator on a
     loop of its own, closed with everything it opened even when the caller stops early."""
     schema = record_arrow_schema(include_headers)
@@ -112,7 +112,6 @@ def _read_raw(client_config: Mapping[str, str], r: OffsetRange, include_headers:
     async def connect() -> ChangelogReader:  # aiokafka clients are made inside their loop
         reader = ChangelogReader(client_config["bootstrap.servers"].split(","), r.topic, r.partition,
                                  client_id=client_config.get("client.id", "streamkit-reader"),
-                                 chunk_records=max(1, batch_records // 1000),  # in batches
                                  parse_batch=functools.partial(_parse_batch, include_headers))
         await start_client(reader)
         return reader

@@ -110,9 +110,10 @@ class ChangelogReader:
     start and end, ``read(start, end)`` yields the records of ``[start, end)`` in offset
     order, in chunks; ``stop()`` closes every connection (use ``stop_client``).
 
-    ``parse_batch(batch, start, end)`` turns one record batch into the items of a chunk,
-    those with ``start <= offset < end``: by default ``(key, value, offset)`` tuples; the
-    Spark and Dask readers (``streamkit.analytics``) take timestamps and headers as well.
+    With ``parse_batch(batch, start, end)``, which turns the records of one record batch
+    with ``start <= offset < end`` into items of the caller's making, ``read`` yields one
+    chunk of those items per fetch instead: the Spark and Dask readers
+    (``streamkit.analytics``) build columns with timestamps and headers that way.
     """
 
     def __init__(self, bootstrap: str | list[str], topic: str, partition: int, *,
@@ -126,7 +127,7 @@ class ChangelogReader:
         self.tp = TopicPartition(topic, partition)
         self._max_bytes = max_bytes
         self._chunk_records = chunk_records
-        self._parse_batch = parse_batch or _batch_records
+        self._parse_batch = parse_batch
         self._retry_timeout_ms = retry_timeout_ms
         self._client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id=client_id,
                                       request_timeout_ms=request_timeout_ms,
@@ -199,9 +200,13 @@ class ChangelogReader:
         """The wanted records of ``fetched`` in chunks of whole batches, at most
         ``chunk_records`` unless one batch alone has more; parsed chunk by chunk, so a large
         response never exists as tuples all at once."""
+        if self._parse_batch is not None:
+            yield from self._parsed_chunks(fetched, end)
+            return
+
         chunk: list[ChangelogRecord] = []
         for batch in fetched.batches:
-            records = self._parse_batch(batch, fetched.position, end)
+            records = _batch_records(batch, fetched.position, end)
             if not chunk:
                 chunk = records
             elif len(chunk) + len(records) <= self._chunk_records:
@@ -211,6 +216,13 @@ class ChangelogReader:
                 chunk = records
         if chunk:
             yield chunk
+
+    def _parsed_chunks(self, fetched: _Fetched, end: int) -> Iterator[list[Any]]:
+        """With ``parse_batch``: one chunk per fetch, the items of all its batches."""
+        assert self._parse_batch is not None
+        items = [item for batch in fetched.batches for item in self._parse_batch(batch, fetched.position, end)]
+        if items:
+            yield items
 
     async def _fetch(self, position: int, end: int, max_bytes: int) -> _Fetched:
         """Fetch up to ``max_bytes`` from ``position`` (below ``end``); retries what a retry
