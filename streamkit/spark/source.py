@@ -151,13 +151,21 @@ def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.Record
     if values is None:
         yield from batches
         return
-    arrow = to_arrow_schema(values, timezone="UTC")
+    arrow = _arrow_schema(values)
     for batch in batches:
         parsed = parse_json_values(batch.column("value"), arrow)
         columns = parsed.flatten()  # a null row nulls each of its fields
         rest = [name for name in batch.schema.names if name != "value"]
         yield pa.RecordBatch.from_arrays(columns + [batch.column(n) for n in rest],
                                          names=[*arrow.names, *rest])
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    """Spark's Arrow form of ``schema``, timestamps in UTC as its Python workers expect."""
+    try:
+        return to_arrow_schema(schema, timezone="UTC")
+    except TypeError:  # older Sparks take no timezone: their Arrow timestamps are UTC anyway
+        return to_arrow_schema(schema)
 
 
 class _BatchReader(DataSourceReader):
