@@ -109,18 +109,25 @@ class ChangelogReader:
     ``start()`` connects (use ``start_client``), ``offsets()`` gives the log's current
     start and end, ``read(start, end)`` yields the records of ``[start, end)`` in offset
     order, in chunks; ``stop()`` closes every connection (use ``stop_client``).
+
+    With ``parse_batch(batch, start, end)``, which turns the records of one record batch
+    with ``start <= offset < end`` into items of the caller's making, ``read`` yields one
+    chunk of those items per fetch instead: the Spark and Dask readers
+    (``streamkit.analytics``) build columns with timestamps and headers that way.
     """
 
     def __init__(self, bootstrap: str | list[str], topic: str, partition: int, *,
                  client_id: str = "streamkit-changelog", max_bytes: int = DEFAULT_MAX_BYTES,
                  chunk_records: int = DEFAULT_CHUNK_RECORDS,
                  retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS,
-                 request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS) -> None:
+                 request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
+                 parse_batch: Callable[[Any, int, int], list[Any]] | None = None) -> None:
         if max_bytes < 1 or chunk_records < 1:
             raise ValueError("max_bytes and chunk_records must be positive")
         self.tp = TopicPartition(topic, partition)
         self._max_bytes = max_bytes
         self._chunk_records = chunk_records
+        self._parse_batch = parse_batch
         self._retry_timeout_ms = retry_timeout_ms
         self._client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id=client_id,
                                       request_timeout_ms=request_timeout_ms,
@@ -195,6 +202,10 @@ class ChangelogReader:
         """The wanted records of ``fetched`` in chunks of whole batches, at most
         ``chunk_records`` unless one batch alone has more; parsed chunk by chunk, so a large
         response never exists as tuples all at once."""
+        if self._parse_batch is not None:
+            yield from self._parsed_chunks(fetched, end)
+            return
+
         chunk: list[ChangelogRecord] = []
         for batch in fetched.batches:
             records = _batch_records(batch, fetched.position, end, self.on_headers)
@@ -207,6 +218,13 @@ class ChangelogReader:
                 chunk = records
         if chunk:
             yield chunk
+
+    def _parsed_chunks(self, fetched: _Fetched, end: int) -> Iterator[list[Any]]:
+        """With ``parse_batch``: one chunk per fetch, the items of all its batches."""
+        assert self._parse_batch is not None
+        items = [item for batch in fetched.batches for item in self._parse_batch(batch, fetched.position, end)]
+        if items:
+            yield items
 
     async def _fetch(self, position: int, end: int, max_bytes: int) -> _Fetched:
         """Fetch up to ``max_bytes`` from ``position`` (below ``end``); retries what a retry
