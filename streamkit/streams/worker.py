@@ -85,12 +85,12 @@ def load_app(path: str) -> App:
     origin = getattr(module, "__file__", None) or module_name
     if attr:
         if not hasattr(module, attr):
-            raise AppLoadError(f"module {module_name!r} ({origin}) has no attribute {attr!r} "
-                               f"(streamkit.App objects in it: {found})")
+            raise AppLoadError(f"{path!r} does not name a streamkit.App: module {module_name!r} ({origin}) "
+                               f"has no attribute {attr!r} (App objects in it: {found})")
         app = getattr(module, attr)
         if not isinstance(app, App):
-            raise AppLoadError(f"{module_name}:{attr} is a {type(app).__name__}, not a streamkit.App "
-                               f"(App objects in {module_name}: {found})")
+            raise AppLoadError(f"{path!r} does not name a streamkit.App: {module_name}:{attr} is a "
+                               f"{type(app).__name__} (App objects in {module_name}: {found})")
         return app
     candidate = getattr(module, "app", None)
     if isinstance(candidate, App):

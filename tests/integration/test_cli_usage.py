@@ -198,7 +198,7 @@ def test_app_path_errors_say_what_was_found(tmp_path: Path) -> None:
     wrong_attr = worker_fails("-A", f"{APP.split(':')[0]}:nothing")
     assert "has no attribute 'nothing'" in wrong_attr and "App objects in it: app" in wrong_attr
     not_an_app = worker_fails("-A", f"{APP.split(':')[0]}:counts")
-    assert "is a Table, not a streamkit.App" in not_an_app
+    assert "does not name a streamkit.App" in not_an_app and ":counts is a Table" in not_an_app
 
 
 # -- worker --set and the embedded broker's port ---------------------------------------------
