@@ -120,7 +120,7 @@ async def delete_topic(bootstrap: str, name: str) -> None:
 async def _config_entries(admin: AIOKafkaAdminClient, name: str) -> list[tuple[str, str, bool]]:
     """(name, value, is an override of the topic) of every config DescribeConfigs reports."""
     responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
-    out = []
+    out: list[tuple[str, str, bool]] = []
     for response in responses:
         for resource in response.resources:
             _raise_for(resource[0], f"cannot describe configs of {name}")
