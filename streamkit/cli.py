@@ -154,6 +154,8 @@ def _run(coro: Any) -> Any:
     """Run a client coroutine; ClientError becomes a one-line message and exit code 2."""
     import logging
 
+    from aiokafka.errors import KafkaError
+
     from streamkit.clients.admin import ClientError
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # errors are reported once, below
@@ -161,6 +163,8 @@ def _run(coro: Any) -> Any:
         return asyncio.run(coro)
     except ClientError as exc:
         raise _fail(str(exc)) from None
+    except KafkaError as exc:  # one the client tools did not expect: still one line
+        raise _fail(f"{type(exc).__name__}: {exc}") from None
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:

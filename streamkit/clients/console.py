@@ -72,6 +72,12 @@ async def produce_lines(bootstrap: str, topic: str, lines: Iterable[str], fmt: L
     bad: str | None = None
     delivered = 0
     try:
+        if partition is not None:
+            # (the client asserts instead of raising for an unknown partition)
+            known = await producer.partitions_for(topic)
+            if partition not in known:
+                raise ClientError(f"topic {topic} has no partition {partition} (it has {len(known)}); "
+                                  "no line was written")
         for number, raw in enumerate(lines, start=1):
             try:
                 timestamp, key, value = parse_line(raw.rstrip("\n"), fmt)
@@ -131,6 +137,11 @@ async def consume_lines(bootstrap: str, topic: str, group: str | None, from_begi
                                   f"(it has {description.partitions})")
             consumer.assign([tp])
             if offset is not None:
+                earliest = (await consumer.beginning_offsets([tp]))[tp]
+                latest = (await consumer.end_offsets([tp]))[tp]
+                if not earliest <= offset <= latest:
+                    raise ClientError(f"offset {offset} is outside {topic}-{partition}, which holds offsets "
+                                      f"{earliest} to {latest} (its end)")
                 consumer.seek(tp, offset)
             elif from_beginning:
                 await consumer.seek_to_beginning(tp)

@@ -272,6 +272,20 @@ def test_consume_missing_topic_does_not_create_it(broker: BrokerProcess) -> None
     assert name not in topics(broker.bootstrap)
 
 
+def test_partition_and_offset_out_of_range(broker: BrokerProcess) -> None:
+    b = ("-b", broker.bootstrap)
+    name = short_name()
+    ok("topics", "create", name, "--partitions", "2", *b)
+    ok("produce", name, "--partition", "1", *b, stdin="a\nb\n")
+    stderr = one_line(fails("produce", name, "--partition", "7", *b, stdin="x\n"))
+    assert f"topic {name} has no partition 7 (it has 2)" in stderr
+    stderr = one_line(fails("consume", name, "--partition", "1", "--offset", "3", "--timeout-ms", "500", *b))
+    assert f"offset 3 is outside {name}-1, which holds offsets 0 to 2" in stderr
+    out = ok("consume", name, "--partition", "1", "--offset", "2", "--timeout-ms", "500", *b).stdout
+    assert out == ""  # the end itself is a valid place to wait
+    assert [r.value for r in read_partition(broker.bootstrap, name, 1)] == [b"a", b"b"]
+
+
 def test_describe_missing_group_fails(broker: BrokerProcess) -> None:
     stderr = one_line(fails("groups", "describe", short_name(), "-b", broker.bootstrap))
     assert "does not exist" in stderr
