@@ -304,6 +304,8 @@ def consume(
     timeout_ms: int | None = typer.Option(None, "--timeout-ms", show_default="wait forever",
                                           help="Stop after this long without records."),
     print_key: bool = typer.Option(False, "--print-key", help="Print KEY<SEP>VALUE."),
+    print_timestamp: bool = typer.Option(False, "--print-timestamp",
+                                         help="Print CreateTime:MS<SEP> before each record."),
     key_separator: str = typer.Option("\t", "--key-separator", show_default="tab",
                                       help="Separator for --print-key."),
     bootstrap: str = BootstrapOption,
@@ -316,7 +318,8 @@ def consume(
     separator = _separator(key_separator) or ""
     _run(consume_lines(bootstrap, topic, group, from_beginning, partition, offset, max_messages,
                        timeout_ms, lambda line: print(line, flush=True), print_key, separator,
-                       notice=lambda text: print(text, file=sys.stderr, flush=True)))
+                       notice=lambda text: print(text, file=sys.stderr, flush=True),
+                       print_timestamp=print_timestamp))
 
 
 @groups_app.command("list")
@@ -419,6 +422,8 @@ def worker(
     from streamkit.streams.settings import SettingsError
     from streamkit.streams.worker import AppLoadError, WorkerStartError, run_worker
 
+    if broker is not None and broker_port:
+        raise _fail("--broker-port is the embedded broker's port: give it or --broker, not both")
     _setup_logging(loglevel)
     if loglevel.lower() != "debug":
         logging.getLogger("aiokafka").setLevel(logging.ERROR)

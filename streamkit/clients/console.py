@@ -108,7 +108,8 @@ def _written(count: int) -> str:
 async def consume_lines(bootstrap: str, topic: str, group: str | None, from_beginning: bool,
                         partition: int | None, offset: int | None, max_messages: int | None,
                         timeout_ms: int | None, emit: Callable[[str], None], print_key: bool,
-                        key_separator: str, notice: Callable[[str], None] = print) -> int:
+                        key_separator: str, notice: Callable[[str], None] = print,
+                        print_timestamp: bool = False) -> int:
     """Print records until ``max_messages`` or ``timeout_ms`` of silence (None: forever).
     A missing topic is an error (never created by reading it); ``notice`` gets status lines
     meant for a person (the wait for a group's first assignment)."""
@@ -160,6 +161,9 @@ async def consume_lines(bootstrap: str, topic: str, group: str | None, from_begi
                     if print_key:
                         key = record.key.decode("utf-8", "replace") if record.key is not None else "null"
                         value = f"{key}{key_separator}{value}"
+                    if print_timestamp:  # kafka-console-consumer's print.timestamp format
+                        kind = "LogAppendTime" if record.timestamp_type == 1 else "CreateTime"
+                        value = f"{kind}:{record.timestamp}{key_separator}{value}"
                     emit(value)
                     count += 1
         if group is not None:

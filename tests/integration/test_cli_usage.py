@@ -212,6 +212,7 @@ def test_worker_set_unknown_or_bad_setting(tmp_path: Path) -> None:
     fixed = worker_fails("-A", APP, "--data-dir", str(tmp_path / "w"), "--set", "num.partitions=8")
     assert "num.partitions" in fixed and "Table(partitions=" in fixed
     assert "expects key=value" in worker_fails("-A", APP, "--set", "oops")
+    assert "not both" in worker_fails("-A", APP, "--broker", "127.0.0.1:1", "--broker-port", "9092")
 
 
 def test_worker_set_takes_effect(broker: BrokerProcess, workers: Callable[..., WorkerProcess]) -> None:
@@ -316,6 +317,8 @@ def test_produce_with_timestamps(broker: BrokerProcess) -> None:
     records = read_partition(broker.bootstrap, name, 0)
     assert [(r.timestamp, r.key, r.value) for r in records] == [
         (1700000000000, None, b"a"), (1700000000000, None, b"b"), (1000, b"k", b"x"), (61000, b"k", b"y")]
+    out = ok("consume", name, "--from-beginning", "--max-messages", "4", "--print-timestamp", "--print-key", *b).stdout
+    assert out.splitlines()[2:] == ["CreateTime:1000\tk\tx", "CreateTime:61000\tk\ty"]
     stderr = one_line(fails("produce", name, "--timestamp-separator", ",", *b, stdin="2000,ok\nsoon,bad\n"))
     assert "line 2" in stderr and "'soon' is not epoch milliseconds" in stderr and "line 1 was written" in stderr
     assert "not both" in fails("produce", name, "--timestamp", "1", "--timestamp-separator", ",", *b)
