@@ -50,6 +50,12 @@ def _where() -> str:
     return f"(from the working directory {Path.cwd()}; run the worker from your project's root)"
 
 
+def _missing(module_name: str, exc: ModuleNotFoundError) -> str:
+    """Where to look: the app's own package (the working directory), or a dependency of it."""
+    own = exc.name is None or module_name == exc.name or module_name.startswith(f"{exc.name}.")
+    return _where() if own else f"(a module that {module_name} imports is not installed)"
+
+
 def load_app(path: str) -> App:
     """``package.module:app`` or ``package.module.app`` (the attribute defaults to ``app``,
     or to the module's only App)."""
@@ -65,13 +71,13 @@ def load_app(path: str) -> App:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if ":" in path or "." not in path or exc.name != module_name:
-            raise AppLoadError(f"cannot import {module_name!r}: {exc} {_where()}") from None
+            raise AppLoadError(f"cannot import {module_name!r}: {exc} {_missing(module_name, exc)}") from None
         first_error = exc
         module_name, _, attr = path.rpartition(".")
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc2:
-            raise AppLoadError(f"cannot import {path!r}: {exc2} {_where()}") from None
+            raise AppLoadError(f"cannot import {path!r}: {exc2} {_missing(module_name, exc2)}") from None
         if not hasattr(module, attr):
             origin = getattr(module, "__file__", None) or module_name
             raise AppLoadError(f"cannot import {path!r} ({first_error}), and module {module_name!r} "

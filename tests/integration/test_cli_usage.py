@@ -193,6 +193,11 @@ def test_app_path_errors_say_what_was_found(tmp_path: Path) -> None:
     # run from another directory: the message says where it looked
     elsewhere = worker_fails("-A", "myproject.app", cwd=tmp_path)
     assert "No module named 'myproject'" in elsewhere and f"working directory {tmp_path}" in elsewhere
+    # the app is found but one of its imports is not: no advice about the directory then
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("import no_such_dependency_xyz\n")
+    dependency = worker_fails("-A", "myapp", cwd=tmp_path)
+    assert "No module named 'no_such_dependency_xyz'" in dependency and "working directory" not in dependency
     no_app = worker_fails("-A", "json")
     assert "defines no streamkit.App" in no_app
     wrong_attr = worker_fails("-A", f"{APP.split(':')[0]}:nothing")
