@@ -282,6 +282,8 @@ def produce(
 
     if acks not in ("0", "1", "all", "-1"):
         raise _fail("--acks must be 0, 1 or all")
+    if compression not in (None, "gzip", "snappy", "lz4", "zstd"):
+        raise _fail(f"--compression must be gzip, snappy, lz4 or zstd, not {compression!r}")
     if timestamp is not None and timestamp_separator is not None:
         raise _fail("give --timestamp or --timestamp-separator, not both")
     fmt = LineFormat(_separator(key_separator), _separator(timestamp_separator), timestamp)

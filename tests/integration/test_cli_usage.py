@@ -270,6 +270,11 @@ def test_illegal_topic_name_in_reset_offsets(broker: BrokerProcess) -> None:
     assert "'a/b' is not a legal topic name" in stderr
 
 
+def test_bad_compression_is_one_line() -> None:
+    stderr = one_line(fails("produce", "t", "--compression", "brotli", "-b", f"127.0.0.1:{free_port()}", stdin="a\n"))
+    assert "--compression must be gzip, snappy, lz4 or zstd" in stderr
+
+
 def test_consume_missing_topic_does_not_create_it(broker: BrokerProcess) -> None:
     name = short_name()
     for extra in ((), ("--group", short_name()), ("--partition", "0")):
