@@ -357,6 +357,9 @@ def test_alter_config_did_you_mean(broker: BrokerProcess) -> None:
     assert stderr == "error: unknown topic config 'retention.msx' (did you mean 'retention.ms'?)\n"
     stderr = one_line(fails("topics", "alter-config", name, "--delete", "cleanup.polcy", "-b", broker.bootstrap))
     assert "did you mean 'cleanup.policy'" in stderr
+    # topics create: the broker's refusal carries the hint
+    stderr = one_line(fails("topics", "create", short_name(), "--config", "retention.msx=1", "-b", broker.bootstrap))
+    assert "unknown topic config 'retention.msx' (did you mean 'retention.ms'?)" in stderr
 
 
 def test_tables_are_not_truncated_when_piped(broker: BrokerProcess) -> None:
