@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,24 +15,56 @@ from rich.table import Table
 from streamkit import __version__
 from streamkit.log.inspect import SegmentSummary, dump_records, summarize_partition
 
+# -h as well as --help, on every command (click passes it down to sub-commands)
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
 app = typer.Typer(
     name="streamkit",
     help=(
         "streamkit: stream processing in Python on a Kafka-compatible broker and partition log.\n\n"
-        "Run `streamkit COMMAND --help` for the options of a command."
+        "Run `streamkit COMMAND -h` for the options of a command."
     ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings=CONTEXT,
 )
-console = Console()
-err = Console(stderr=True)
+
+# Piped output is for other programs and files: rich's default of 80 columns would
+# truncate table cells and wrap lines there, so only a terminal (or $COLUMNS) sets a width.
+_PIPE_WIDTH = 10_000
+
+
+def _console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and "COLUMNS" not in os.environ
+    return Console(stderr=stderr, width=_PIPE_WIDTH if wide else None)
+
+
+console = _console()
+err = _console(stderr=True)
 
 
 def _fail(message: str) -> typer.Exit:
     # markup=False: messages may contain brackets (regexes, lists) that are not rich markup
     err.print(f"error: {message}", highlight=False, soft_wrap=True, markup=False)
     return typer.Exit(code=2)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
+                                 help="Print the streamkit version and exit."),
+) -> None:
+    """streamkit: stream processing in Python on a Kafka-compatible broker and partition log.
+
+    Run `streamkit COMMAND -h` for the options of a command."""
 
 
 @app.command()
@@ -41,9 +75,9 @@ def version() -> None:
 
 @app.command("dump-log")
 def dump_log(
-    path: Path = typer.Argument(..., help="a partition directory (or one .log segment file)"),
-    records: bool = typer.Option(False, "--records", help="decode and print every record"),
-    limit: int = typer.Option(50, "--limit", help="print at most this many records"),
+    path: Path = typer.Argument(..., help="A partition directory (or one .log segment file)."),
+    records: bool = typer.Option(False, "--records", help="Decode and print every record."),
+    limit: int = typer.Option(50, "--limit", help="Print at most this many records."),
 ) -> None:
     """Inspect a partition directory on disk, like Kafka's kafka-dump-log.sh."""
     if not path.exists():
@@ -67,17 +101,21 @@ def dump_log(
 @app.command()
 def broker(
     data_dir: Path | None = typer.Option(
-        None, "--data-dir", help="where partition logs live (default: log.dirs, else data/broker)"),
-    host: str | None = typer.Option(None, "--host", help="address to bind (default: listeners, else 127.0.0.1)"),
-    port: int | None = typer.Option(None, "--port", help="port to bind, 0: any free port (default: listeners, else 9092)"),
-    config_file: Path | None = typer.Option(None, "--config", help="a server.properties file"),
-    overrides: list[str] = typer.Option([], "--set", help="override a setting: key=value (Kafka's names)"),
-    ready_file: Path | None = typer.Option(None, "--ready-file", help="write the bound port here once listening"),
-    loglevel: str = typer.Option("info", "--loglevel", help="debug, info, warning or error"),
+        None, "--data-dir", show_default="log.dirs, else ./data/broker",
+        help="Where partition logs live; locked (DIR/.lock) while the broker runs."),
+    host: str | None = typer.Option(None, "--host", show_default="listeners, else 127.0.0.1",
+                                    help="Address to bind."),
+    port: int | None = typer.Option(None, "--port", show_default="listeners, else 9092",
+                                    help="Port to bind; 0: any free port."),
+    config_file: Path | None = typer.Option(None, "--config", help="A Kafka server.properties file."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a setting: key=value (Kafka's names); repeatable."),
+    ready_file: Path | None = typer.Option(None, "--ready-file", help="Write the bound port here once listening."),
+    loglevel: str = typer.Option("info", "--loglevel", help="debug, info, warning or error."),
 ) -> None:
     """Run a Kafka-protocol broker: any Kafka client or tool can produce and consume."""
     from streamkit.broker.config import BrokerConfig, read_properties
     from streamkit.broker.run import placement, run_broker
+    from streamkit.dirlock import DataDirectoryError
     from streamkit.log.errors import ConfigError
 
     _setup_logging(loglevel)
@@ -94,16 +132,20 @@ def broker(
     data_dir, host, port = placement(config, data_dir, host, port)
     try:
         run_broker(data_dir, config, host, port, ready_file)
+    except DataDirectoryError as exc:
+        raise _fail(str(exc)) from None
     except OSError as exc:
-        raise _fail(f"cannot start the broker on {host}:{port}: {exc.strerror or exc}") from exc
+        raise _fail(_os_error(exc, f"cannot listen on {host}:{port}")) from None
 
 
 BootstrapOption = typer.Option(
     "127.0.0.1:9092", "--bootstrap-server", "-b", envvar="STREAMKIT_BOOTSTRAP_SERVER",
-    help="host:port of any Kafka-protocol broker (streamkit or Apache Kafka)",
+    help="host:port of any Kafka-protocol broker (streamkit or Apache Kafka).",
 )
-topics_app = typer.Typer(help="Create, list, describe, delete and configure topics.", no_args_is_help=True)
-groups_app = typer.Typer(help="List and describe consumer groups; reset their offsets.", no_args_is_help=True)
+topics_app = typer.Typer(help="Create, list, describe, delete and configure topics.", no_args_is_help=True,
+                         context_settings=CONTEXT)
+groups_app = typer.Typer(help="List and describe consumer groups; reset their offsets.", no_args_is_help=True,
+                         context_settings=CONTEXT)
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
 
@@ -112,6 +154,8 @@ def _run(coro: Any) -> Any:
     """Run a client coroutine; ClientError becomes a one-line message and exit code 2."""
     import logging
 
+    from aiokafka.errors import KafkaError
+
     from streamkit.clients.admin import ClientError
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # errors are reported once, below
@@ -119,6 +163,8 @@ def _run(coro: Any) -> Any:
         return asyncio.run(coro)
     except ClientError as exc:
         raise _fail(str(exc)) from None
+    except KafkaError as exc:  # one the client tools did not expect: still one line
+        raise _fail(f"{type(exc).__name__}: {exc}") from None
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:
@@ -133,22 +179,22 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 @topics_app.command("create")
 def topics_create(
-    name: str = typer.Argument(..., help="topic name"),
-    partitions: int = typer.Option(1, "--partitions", "-p", min=1),
-    config: list[str] = typer.Option([], "--config", "-c", help="topic config key=value (Kafka's names)"),
-    if_not_exists: bool = typer.Option(False, "--if-not-exists"),
+    name: str = typer.Argument(..., help="Topic name: letters, digits, '.', '_', '-' (at most 249)."),
+    partitions: int = typer.Option(1, "--partitions", "-p", min=1, help="Number of partitions."),
+    config: list[str] = typer.Option([], "--config", "-c", help="Topic config key=value (Kafka's names); repeatable."),
+    if_not_exists: bool = typer.Option(False, "--if-not-exists", help="Succeed if the topic already exists."),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Create a topic."""
     from streamkit.clients.admin import create_topic
 
     _run(create_topic(bootstrap, name, partitions, _pairs(config, "--config"), if_not_exists))
-    console.print(f"created topic {name}")
+    console.print(f"created topic {name}", highlight=False)
 
 
 @topics_app.command("list")
 def topics_list(
-    internal: bool = typer.Option(False, "--internal", help="include internal topics"),
+    internal: bool = typer.Option(False, "--internal", help="Include internal topics (__consumer_offsets...)."),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """List topic names."""
@@ -159,71 +205,111 @@ def topics_list(
 
 
 @topics_app.command("describe")
-def topics_describe(name: str = typer.Argument(...), bootstrap: str = BootstrapOption) -> None:
-    """Show a topic's partitions and configs."""
+def topics_describe(name: str = typer.Argument(..., help="Topic name."), bootstrap: str = BootstrapOption) -> None:
+    """Show a topic's partitions with their offsets, and its configs.
+
+    Each partition's earliest and latest offset; the configs set on the topic itself are
+    marked "(override)"."""
     from streamkit.clients.admin import describe_topic
 
-    d = _run(describe_topic(bootstrap, name))
-    console.print(f"topic {d.name}: {d.partitions} partitions{' (internal)' if d.internal else ''}")
+    d = _run(describe_topic(bootstrap, name, offsets=True))
+    console.print(f"topic {d.name}: {d.partitions} partitions{' (internal)' if d.internal else ''}",
+                  highlight=False)
+    table = Table()
+    for col in ("partition", "earliest offset", "latest offset", "records"):
+        table.add_column(col, justify="right")
+    for r in d.offsets:
+        table.add_row(str(r.partition), str(r.earliest), str(r.latest), str(r.latest - r.earliest))
+    console.print(table)
     for key, value in sorted(d.configs.items()):
-        console.print(f"  {key}={value}", highlight=False)
+        mark = "  (override)" if key in d.overrides else ""
+        console.print(f"  {key}={value}{mark}", highlight=False, markup=False)
 
 
 @topics_app.command("delete")
-def topics_delete(name: str = typer.Argument(...), bootstrap: str = BootstrapOption) -> None:
+def topics_delete(name: str = typer.Argument(..., help="Topic name."), bootstrap: str = BootstrapOption) -> None:
     """Delete a topic and its data."""
     from streamkit.clients.admin import delete_topic
 
     _run(delete_topic(bootstrap, name))
-    console.print(f"deleted topic {name}")
+    console.print(f"deleted topic {name}", highlight=False)
 
 
 @topics_app.command("alter-config")
 def topics_alter_config(
-    name: str = typer.Argument(...),
-    set_: list[str] = typer.Option([], "--set", help="key=value to set"),
-    delete: list[str] = typer.Option([], "--delete", help="key to reset to the default"),
+    name: str = typer.Argument(..., help="Topic name."),
+    set_: list[str] = typer.Option([], "--set", help="key=value to set (Kafka's names); repeatable."),
+    delete: list[str] = typer.Option([], "--delete", help="A key to reset to the broker's default; repeatable."),
     bootstrap: str = BootstrapOption,
 ) -> None:
-    """Set or remove a topic's config overrides."""
+    """Set or remove a topic's config overrides (the others are kept)."""
     from streamkit.clients.admin import alter_topic_config
 
     if not set_ and not delete:
         raise _fail("nothing to change: give --set key=value or --delete key")
     _run(alter_topic_config(bootstrap, name, _pairs(set_, "--set"), delete))
-    console.print(f"altered configs of {name}")
+    console.print(f"altered configs of {name}", highlight=False)
+
+
+def _separator(text: str | None) -> str | None:
+    """'\\t' as typed in a shell means a tab."""
+    if text is None or "\\" not in text:
+        return text
+    return text.encode().decode("unicode_escape")
 
 
 @app.command()
 def produce(
-    topic: str = typer.Argument(...),
-    key_separator: str | None = typer.Option(None, "--key-separator", help="split each line into key and value"),
-    partition: int | None = typer.Option(None, "--partition"),
-    acks: str = typer.Option("all", "--acks", help="0, 1 or all"),
-    compression: str | None = typer.Option(None, "--compression", help="gzip, snappy, lz4 or zstd"),
+    topic: str = typer.Argument(..., help="Topic to write to (created with the broker's defaults if missing)."),
+    key_separator: str | None = typer.Option(
+        None, "--key-separator", help="Split each line into KEY and VALUE at the first SEP (e.g. ':' or '\\t')."),
+    timestamp: int | None = typer.Option(
+        None, "--timestamp", show_default="the producer's clock",
+        help="Timestamp of every record, epoch milliseconds."),
+    timestamp_separator: str | None = typer.Option(
+        None, "--timestamp-separator",
+        help="Each line starts with its own timestamp (epoch ms) and this separator: TS<SEP>[KEY<SEP>]VALUE."),
+    partition: int | None = typer.Option(None, "--partition", show_default="by key (murmur2), else spread",
+                                         help="Write every record to this partition."),
+    acks: str = typer.Option("all", "--acks", help="0, 1 or all."),
+    compression: str | None = typer.Option(None, "--compression", help="gzip, snappy, lz4 or zstd."),
     bootstrap: str = BootstrapOption,
 ) -> None:
-    """Produce one record per line of standard input."""
-    from streamkit.clients.console import produce_lines, stdin_lines
+    """Produce one record per line of standard input.
+
+    A bad line stops the input there; the error says which lines were written."""
+    from streamkit.clients.console import LineFormat, produce_lines, stdin_lines
 
     if acks not in ("0", "1", "all", "-1"):
         raise _fail("--acks must be 0, 1 or all")
-    sent = _run(produce_lines(bootstrap, topic, stdin_lines(), key_separator, partition,
+    if compression not in (None, "gzip", "snappy", "lz4", "zstd"):
+        raise _fail(f"--compression must be gzip, snappy, lz4 or zstd, not {compression!r}")
+    if timestamp is not None and timestamp_separator is not None:
+        raise _fail("give --timestamp or --timestamp-separator, not both")
+    fmt = LineFormat(_separator(key_separator), _separator(timestamp_separator), timestamp)
+    sent = _run(produce_lines(bootstrap, topic, stdin_lines(), fmt, partition,
                               "all" if acks == "-1" else acks, compression))
-    err.print(f"produced {sent} records to {topic}")
+    err.print(f"produced {sent} records to {topic}", highlight=False)
 
 
 @app.command()
 def consume(
-    topic: str = typer.Argument(...),
-    group: str | None = typer.Option(None, "--group", "-g", help="consume as part of this group"),
-    from_beginning: bool = typer.Option(False, "--from-beginning"),
-    partition: int | None = typer.Option(None, "--partition"),
-    offset: int | None = typer.Option(None, "--offset", help="with --partition: start here"),
-    max_messages: int | None = typer.Option(None, "--max-messages", min=1),
-    timeout_ms: int | None = typer.Option(None, "--timeout-ms", help="stop after this long without records"),
-    print_key: bool = typer.Option(False, "--print-key"),
-    key_separator: str = typer.Option("\t", "--key-separator"),
+    topic: str = typer.Argument(..., help="Topic to read (it must exist: reading never creates it)."),
+    group: str | None = typer.Option(None, "--group", "-g",
+                                     help="Consume as a member of this group (offsets committed at exit)."),
+    from_beginning: bool = typer.Option(False, "--from-beginning",
+                                        help="Start at the earliest offset when the group has none committed."),
+    partition: int | None = typer.Option(None, "--partition", help="Read only this partition (no group assignment)."),
+    offset: int | None = typer.Option(None, "--offset", help="With --partition: start at this offset."),
+    max_messages: int | None = typer.Option(None, "--max-messages", min=1, show_default="no limit",
+                                            help="Stop after this many records."),
+    timeout_ms: int | None = typer.Option(None, "--timeout-ms", show_default="wait forever",
+                                          help="Stop after this long without records."),
+    print_key: bool = typer.Option(False, "--print-key", help="Print KEY<SEP>VALUE."),
+    print_timestamp: bool = typer.Option(False, "--print-timestamp",
+                                         help="Print CreateTime:MS<SEP> before each record."),
+    key_separator: str = typer.Option("\t", "--key-separator", show_default="tab",
+                                      help="Separator for --print-key."),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Print a topic's records, one value per line."""
@@ -231,9 +317,11 @@ def consume(
 
     if offset is not None and partition is None:
         raise _fail("--offset needs --partition")
-    separator = key_separator.encode().decode("unicode_escape")
+    separator = _separator(key_separator) or ""
     _run(consume_lines(bootstrap, topic, group, from_beginning, partition, offset, max_messages,
-                       timeout_ms, lambda line: print(line, flush=True), print_key, separator))
+                       timeout_ms, lambda line: print(line, flush=True), print_key, separator,
+                       notice=lambda text: print(text, file=sys.stderr, flush=True),
+                       print_timestamp=print_timestamp))
 
 
 @groups_app.command("list")
@@ -246,7 +334,7 @@ def groups_list(bootstrap: str = BootstrapOption) -> None:
 
 
 @groups_app.command("describe")
-def groups_describe(group: str = typer.Argument(...), bootstrap: str = BootstrapOption) -> None:
+def groups_describe(group: str = typer.Argument(..., help="Group id."), bootstrap: str = BootstrapOption) -> None:
     """Show a group's state, members, committed offsets and lag."""
     from streamkit.clients.admin import describe_group
 
@@ -254,7 +342,7 @@ def groups_describe(group: str = typer.Argument(...), bootstrap: str = Bootstrap
     console.print(f"group {group}: {state}, {len(members)} members", highlight=False)
     for m in members:
         parts = ", ".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment)
-        console.print(f"  {m.member_id} ({m.client_id}@{m.host}): {parts}", highlight=False)
+        console.print(f"  {m.member_id} ({m.client_id}@{m.host}): {parts}", highlight=False, markup=False)
     table = Table()
     for col in ("topic", "partition", "committed", "end offset", "lag"):
         table.add_column(col)
@@ -265,54 +353,99 @@ def groups_describe(group: str = typer.Argument(...), bootstrap: str = Bootstrap
 
 @groups_app.command("reset-offsets")
 def groups_reset_offsets(
-    group: str = typer.Argument(...),
-    topic: str = typer.Option(..., "--topic"),
-    to_earliest: bool = typer.Option(False, "--to-earliest"),
-    to_latest: bool = typer.Option(False, "--to-latest"),
-    to_offset: int | None = typer.Option(None, "--to-offset"),
-    execute: bool = typer.Option(False, "--execute", help="commit (without it: a dry run)"),
+    group: str = typer.Argument(..., help="Group id (it must have no active members)."),
+    topic: str = typer.Option(..., "--topic", help="Topic whose offsets to move."),
+    partitions: list[int] = typer.Option([], "--partition", show_default="every partition",
+                                         help="Only this partition; repeatable."),
+    to_earliest: bool = typer.Option(False, "--to-earliest", help="To each partition's earliest offset."),
+    to_latest: bool = typer.Option(False, "--to-latest", help="To each partition's end (skip everything)."),
+    to_offset: int | None = typer.Option(None, "--to-offset",
+                                         help="To this offset (refused outside a partition's earliest..latest)."),
+    to_timestamp: int | None = typer.Option(
+        None, "--to-timestamp",
+        help="To the first record at or after this time, epoch ms (the end if there is none)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only show the new offsets (the default)."),
+    execute: bool = typer.Option(False, "--execute", help="Commit the new offsets."),
     bootstrap: str = BootstrapOption,
 ) -> None:
-    """Move a group's committed offsets (the group must have no active members)."""
+    """Move a group's committed offsets (a dry run unless --execute).
+
+    As kafka-consumer-groups.sh --reset-offsets: the plan is printed, and committed only
+    with --execute."""
     from streamkit.clients.admin import reset_offsets
 
-    chosen = [name for name, on in (("earliest", to_earliest), ("latest", to_latest),
-                                   ("offset", to_offset is not None)) if on]
+    chosen = [(name, value) for name, on, value in (
+        ("earliest", to_earliest, None), ("latest", to_latest, None),
+        ("offset", to_offset is not None, to_offset), ("timestamp", to_timestamp is not None, to_timestamp)) if on]
     if len(chosen) != 1:
-        raise _fail("give exactly one of --to-earliest, --to-latest, --to-offset N")
-    targets = _run(reset_offsets(bootstrap, group, topic, chosen[0], to_offset, execute))
-    for tp, off in sorted(targets.items(), key=lambda kv: kv[0].partition):
-        console.print(f"{tp.topic}\t{tp.partition}\t{off}", highlight=False)
-    if not execute:
-        err.print("dry run: add --execute to commit these offsets")
+        raise _fail("give exactly one of --to-earliest, --to-latest, --to-offset N, --to-timestamp MS")
+    if dry_run and execute:
+        raise _fail("give --dry-run or --execute, not both")
+    (to, value), = chosen
+    rows = _run(reset_offsets(bootstrap, group, topic, to, value, execute, partitions or None))
+    table = Table()
+    for col in ("topic", "partition", "current offset", "new offset", "earliest", "latest"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.topic, str(r.partition), "-" if r.current < 0 else str(r.current), str(r.new),
+                      str(r.earliest), str(r.latest))
+    console.print(table)
+    if execute:
+        err.print(f"committed new offsets of group {group} for {len(rows)} partition(s)", highlight=False)
+    else:
+        err.print("dry run: nothing was changed; add --execute to commit these offsets", highlight=False)
 
 
 @app.command()
 def worker(
-    app_path: str = typer.Option(..., "--app", "-A", help="the app: package.module:app (or package.module)"),
-    broker: str | None = typer.Option(None, "--broker", "-b", help="Kafka bootstrap host:port (default: an embedded broker)"),
-    data_dir: Path | None = typer.Option(None, "--data-dir", help="state stores and the embedded broker's data"),
-    web_port: int | None = typer.Option(None, "--web-port", help="serve /health, /metrics and /tables on this port"),
-    loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error"),
+    app_path: str = typer.Option(..., "--app", "-A",
+                                 help="The app: package.module:app (or package.module), importable from "
+                                      "the working directory."),
+    broker: str | None = typer.Option(None, "--broker", "-b", show_default="an embedded broker",
+                                      help="Kafka bootstrap host:port of an existing broker."),
+    broker_port: int = typer.Option(0, "--broker-port", show_default="0: any free port",
+                                    help="Port of the embedded broker (without --broker); printed at start."),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", show_default="./data/{application.id}",
+        help="State stores (locked while the worker runs) and the embedded broker's data."),
+    web_port: int | None = typer.Option(None, "--web-port", show_default="web.port, else none",
+                                        help="Serve /health, /metrics and /tables on this port (0: any)."),
+    overrides: list[str] = typer.Option(
+        [], "--set", help="Override an app setting: key=value with Kafka Streams' names "
+                          "(e.g. deserialization.exception.handler=dead_letter); repeatable."),
+    loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error."),
 ) -> None:
     """Run a stream app's agents, tables and pipelines (one worker of its consumer group)."""
     import logging
 
+    from streamkit.dirlock import DataDirectoryError
     from streamkit.streams.dsl import CoPartitionError
     from streamkit.streams.runtime import StartupError
     from streamkit.streams.settings import SettingsError
-    from streamkit.streams.worker import AppLoadError, run_worker
+    from streamkit.streams.worker import AppLoadError, WorkerStartError, run_worker
 
+    if broker is not None and broker_port:
+        raise _fail("--broker-port is the embedded broker's port: give it or --broker, not both")
     _setup_logging(loglevel)
     if loglevel.lower() != "debug":
         logging.getLogger("aiokafka").setLevel(logging.ERROR)
+    settings = _pairs(overrides, "--set")
     try:
-        code = run_worker(app_path, broker, data_dir, web_port)
-    except (AppLoadError, SettingsError, StartupError, CoPartitionError) as exc:
+        code = run_worker(app_path, broker, data_dir, web_port, settings, broker_port)
+    except (AppLoadError, SettingsError, StartupError, CoPartitionError, DataDirectoryError,
+            WorkerStartError) as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
         code = 0
     raise typer.Exit(code)
+
+
+def _os_error(exc: OSError, bind_context: str) -> str:
+    """One line for an OSError: file errors name their file, the others are the bind's."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.filename is not None:
+        return f"cannot use {exc.filename}: {reason}"
+    return f"{bind_context}: {reason}"
 
 
 connect_app = typer.Typer(help="Run Kafka Connect workers: connectors from JSON configs, REST API.",

@@ -30,6 +30,7 @@ from streamkit.broker.producers import ProducerIds
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.broker.topics import TopicManager
 from streamkit.broker.waiters import AppendWaiters
+from streamkit.dirlock import DirectoryLock
 from streamkit.log.batch import iter_batch_spans
 from streamkit.log.checkpoint import CHECKPOINT, CLEAN_SHUTDOWN, write_atomically
 from streamkit.log.manager import LogManager
@@ -110,6 +111,7 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
         self.memory = RequestMemory(self.config.queued_max_request_bytes, _READ_SIZE)
+        self._dir_lock = DirectoryLock(self.data_dir)
 
     @property
     def port(self) -> int:
@@ -124,13 +126,23 @@ class Broker:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
+        # Locked before anything is read: a second broker on the same directory would
+        # "recover" partitions this one is appending to. DataDirectoryError names the path.
+        self._dir_lock.acquire()
+        try:
+            await self._start()
+        except BaseException:
+            self._dir_lock.release()
+            raise
+
+    async def _start(self) -> None:
         cfg = self.config
         clock = wall_clock_ms
         unclean = _unclean_partitions(self.data_dir)
         if unclean:
             shown = ", ".join(unclean[:5]) + (", ..." if len(unclean) > 5 else "")
             log.warning("unclean shutdown: recovering %d partitions (%s)", len(unclean), shown)
-        elif self.data_dir.is_dir():
+        elif any(_PARTITION_DIR.match(d.name) for d in self.data_dir.iterdir()):
             log.info("clean shutdown: no partition needs recovery")
         logs = LogManager(self.data_dir, clock, cfg.log_flush_offset_checkpoint_interval_ms,
                           cfg.log_cleaner_backoff_ms)
@@ -146,8 +158,12 @@ class Broker:
         coordinator.load()
         groups = GroupRuntime(coordinator)
         meta = self.data_dir / ".meta"
-        self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
-                                                  limit=_READ_SIZE, reuse_address=True)
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
+                                                      limit=_READ_SIZE, reuse_address=True)
+        except BaseException:
+            logs.close()  # a refused bind leaves the logs as a clean stop does
+            raise
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
                                  ProducerIds(meta), AppendWaiters(), clock)
         groups.start()
@@ -178,6 +194,7 @@ class Broker:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 1)
             self._server = None
+        self._dir_lock.release()
         log.info("streamkit broker stopped")
 
     async def serve_forever(self) -> None:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer
@@ -14,10 +15,14 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaError, for_code
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
+from streamkit.clients.names import InvalidTopicName, check_topic_name
+
 __all__ = [
     "ClientError",
     "GroupMember",
+    "OffsetReset",
     "PartitionLag",
+    "PartitionOffsets",
     "TopicDescription",
     "admin_client",
     "alter_topic_config",
@@ -28,6 +33,7 @@ __all__ = [
     "list_groups",
     "list_topics",
     "reset_offsets",
+    "topic_name",
 ]
 
 
@@ -36,6 +42,14 @@ _DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic-level over
 
 class ClientError(Exception):
     """A failure worth one line to the user (unreachable broker, Kafka error code)."""
+
+
+def topic_name(name: str) -> str:
+    """``name`` if it is a legal Kafka topic name; ``ClientError`` at once otherwise."""
+    try:
+        return check_topic_name(name)
+    except InvalidTopicName as exc:
+        raise ClientError(str(exc)) from None
 
 
 def _raise_for(code: int, what: str) -> None:
@@ -59,11 +73,20 @@ async def admin_client(bootstrap: str) -> AsyncIterator[AIOKafkaAdminClient]:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    partition: int
+    earliest: int
+    latest: int
+
+
+@dataclass(frozen=True, slots=True)
 class TopicDescription:
     name: str
     partitions: int
     internal: bool
     configs: dict[str, str]
+    overrides: frozenset[str] = frozenset()  # the configs set on the topic itself
+    offsets: list[PartitionOffsets] = field(default_factory=list)
 
 
 async def list_topics(bootstrap: str, include_internal: bool = False) -> list[str]:
@@ -74,6 +97,7 @@ async def list_topics(bootstrap: str, include_internal: bool = False) -> list[st
 
 async def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, str],
                        if_not_exists: bool = False) -> None:
+    topic_name(name)
     async with admin_client(bootstrap) as admin:
         response = await admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs)])
     for topic_error in response.topic_errors:  # (name, code, message)
@@ -86,13 +110,29 @@ async def create_topic(bootstrap: str, name: str, partitions: int, configs: dict
 
 
 async def delete_topic(bootstrap: str, name: str) -> None:
+    topic_name(name)
     async with admin_client(bootstrap) as admin:
         response = await admin.delete_topics([name])
     for _name, code, *_rest in response.topic_error_codes:
         _raise_for(code, f"cannot delete {name}")
 
 
-async def describe_topic(bootstrap: str, name: str) -> TopicDescription:
+async def _config_entries(admin: AIOKafkaAdminClient, name: str) -> list[tuple[str, str, bool]]:
+    """(name, value, is an override of the topic) of every config DescribeConfigs reports."""
+    responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
+    out: list[tuple[str, str, bool]] = []
+    for response in responses:
+        for resource in response.resources:
+            _raise_for(resource[0], f"cannot describe configs of {name}")
+            # entries: (name, value, read_only, config_source, ...) from DescribeConfigs v1+
+            out.extend((entry[0], entry[1], entry[3] == _DYNAMIC_TOPIC_CONFIG) for entry in resource[4])
+    return out
+
+
+async def describe_topic(bootstrap: str, name: str, offsets: bool = False) -> TopicDescription:
+    """A topic's partitions and configs (``offsets``: with each partition's earliest and
+    latest offset); ``ClientError`` if it does not exist."""
+    topic_name(name)
     async with admin_client(bootstrap) as admin:
         # Check first: describe_topics sends Metadata with auto-creation on, and describing
         # a missing topic must not create it.
@@ -101,30 +141,34 @@ async def describe_topic(bootstrap: str, name: str) -> TopicDescription:
         topics = await admin.describe_topics([name])
         if not topics or topics[0]["error_code"]:
             raise ClientError(f"topic {name} does not exist")
-        configs = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
-    entries = {}
-    for response in configs:
-        for resource in response.resources:
-            _raise_for(resource[0], f"cannot describe configs of {name}")
-            for entry in resource[4]:
-                entries[entry[0]] = entry[1]
+        entries = await _config_entries(admin, name)
     topic = topics[0]
-    return TopicDescription(name, len(topic["partitions"]), topic.get("is_internal", False), entries)
+    count = len(topic["partitions"])
+    ranges: list[PartitionOffsets] = []
+    if offsets and count:
+        tps = [TopicPartition(name, p) for p in range(count)]
+        earliest = await _end_offsets(bootstrap, tps, earliest=True)
+        latest = await _end_offsets(bootstrap, tps)
+        ranges = [PartitionOffsets(tp.partition, earliest[tp], latest[tp]) for tp in tps]
+    return TopicDescription(name, count, topic.get("is_internal", False),
+                            {key: value for key, value, _ in entries},
+                            frozenset(key for key, _, override in entries if override), ranges)
 
 
 async def alter_topic_config(bootstrap: str, name: str, set_configs: dict[str, str],
                              delete: list[str]) -> None:
-    """Change some overrides, keeping the others (AlterConfigs replaces the whole set)."""
+    """Change some overrides, keeping the others (AlterConfigs replaces the whole set).
+    Names the broker does not report for the topic are refused, with the closest one."""
+    topic_name(name)
     async with admin_client(bootstrap) as admin:
-        current = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, name)])
-        overrides: dict[str, str] = {}
-        for response in current:
-            for resource in response.resources:
-                _raise_for(resource[0], f"cannot read configs of {name}")
-                for entry in resource[4]:
-                    # (name, value, read_only, config_source, ...) from DescribeConfigs v1+
-                    if entry[3] == _DYNAMIC_TOPIC_CONFIG:
-                        overrides[entry[0]] = entry[1]
+        entries = await _config_entries(admin, name)
+        known = sorted(key for key, _, _ in entries)
+        for key in [*set_configs, *delete]:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ClientError(f"unknown topic config {key!r}{hint}")
+        overrides = {key: value for key, value, override in entries if override}
         overrides.update(set_configs)
         for key in delete:
             overrides.pop(key, None)
@@ -181,6 +225,9 @@ async def describe_group(bootstrap: str, group: str) -> tuple[str, list[GroupMem
             for m in g[5]:
                 members.append(GroupMember(m[0], m[-4] if len(m) > 5 else m[1], m[-3] if len(m) > 5 else m[2],
                                            _assignment(m[-1])))
+    if state == "Dead" and not members and not offsets:
+        # Kafka answers Dead, not an error, for a group it never heard of.
+        raise ClientError(f"consumer group {group} does not exist")
     lags = await _lags(bootstrap, {tp: meta.offset for tp, meta in offsets.items()})
     return state, members, lags
 
@@ -207,29 +254,82 @@ async def _lags(bootstrap: str, committed: dict[TopicPartition, int]) -> list[Pa
             for tp in sorted(committed, key=lambda t: (t.topic, t.partition))]
 
 
-async def reset_offsets(bootstrap: str, group: str, topic: str, to: str, offset: int | None,
-                        execute: bool) -> dict[TopicPartition, int]:
-    """Compute (and with ``execute`` commit) new offsets for every partition of ``topic``.
+@dataclass(frozen=True, slots=True)
+class OffsetReset:
+    """One row of a reset: where the group is (``current``, -1: nothing committed) and where
+    it goes (``new``), within the partition's ``earliest``..``latest``."""
 
-    ``to`` is ``earliest``, ``latest`` or ``offset``. As with kafka-consumer-groups.sh the
-    group must have no active members: the broker refuses the commit otherwise."""
-    description = await describe_topic(bootstrap, topic)
-    partitions = [TopicPartition(topic, p) for p in range(description.partitions)]
+    topic: str
+    partition: int
+    current: int
+    new: int
+    earliest: int
+    latest: int
+
+
+async def reset_offsets(bootstrap: str, group: str, topic: str, to: str, value: int | None,
+                        execute: bool, partitions: list[int] | None = None) -> list[OffsetReset]:
+    """Compute (and with ``execute`` commit) new offsets for the partitions of ``topic``
+    (all of them, or ``partitions``).
+
+    ``to`` is ``earliest``, ``latest``, ``offset`` (``value`` is the offset) or
+    ``timestamp`` (``value`` in epoch milliseconds: the first offset whose record timestamp
+    is at or after it, the end when there is none, as kafka-consumer-groups.sh does). An
+    offset outside a partition's earliest..latest is refused: the group would otherwise
+    skip records it never saw, or start before the data that exists. As with
+    kafka-consumer-groups.sh the group must have no active members: the broker refuses the
+    commit otherwise."""
+    description = await describe_topic(bootstrap, topic, offsets=True)
+    chosen = list(range(description.partitions)) if partitions is None else sorted(set(partitions))
+    missing = [p for p in chosen if not 0 <= p < description.partitions]
+    if missing:
+        raise ClientError(f"topic {topic} has no partition {missing[0]} (it has {description.partitions})")
+    ranges = {r.partition: r for r in description.offsets}
+    tps = [TopicPartition(topic, p) for p in chosen]
     if to == "offset":
-        if offset is None or offset < 0:
+        if value is None or value < 0:
             raise ClientError("--to-offset needs a non-negative offset")
-        targets = dict.fromkeys(partitions, offset)
+        for tp in tps:
+            r = ranges[tp.partition]
+            if not r.earliest <= value <= r.latest:
+                raise ClientError(f"offset {value} is outside {topic}-{tp.partition}, which holds offsets "
+                                  f"{r.earliest} to {r.latest} (its end); nothing was changed")
+        targets = dict.fromkeys(tps, value)
+    elif to == "timestamp":
+        if value is None:
+            raise ClientError("--to-timestamp needs epoch milliseconds")
+        targets = await _offsets_for_time(bootstrap, tps, value, {tp: ranges[tp.partition].latest for tp in tps})
     else:
-        targets = await _end_offsets(bootstrap, partitions, earliest=to == "earliest")
+        targets = {tp: getattr(ranges[tp.partition], to) for tp in tps}
+    async with admin_client(bootstrap) as admin:
+        current = await admin.list_consumer_group_offsets(group, partitions=tps)
+    rows = [OffsetReset(topic, tp.partition, current[tp].offset if tp in current else -1, targets[tp],
+                        ranges[tp.partition].earliest, ranges[tp.partition].latest) for tp in tps]
     if not execute:
-        return targets
+        return rows
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     await consumer.start()
     try:
-        consumer.assign(partitions)
+        consumer.assign(tps)
         await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in targets.items()})
     except KafkaError as exc:
         raise ClientError(f"cannot reset offsets of {group} (is the group still active?): {exc}") from exc
     finally:
         await consumer.stop()
-    return targets
+    return rows
+
+
+async def _offsets_for_time(bootstrap: str, tps: list[TopicPartition], timestamp_ms: int,
+                            ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        await consumer.start()
+    except KafkaError as exc:
+        raise ClientError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
+    try:
+        found = await consumer.offsets_for_times(dict.fromkeys(tps, timestamp_ms))
+    except KafkaError as exc:
+        raise ClientError(f"cannot look up offsets by time: {exc}") from exc
+    finally:
+        await consumer.stop()
+    return {tp: found[tp].offset if found.get(tp) is not None else ends[tp] for tp in tps}

@@ -8,6 +8,7 @@ The broker's CreateTopics / DescribeConfigs / AlterConfigs handlers work from th
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -166,7 +167,9 @@ class LogConfig:
             topic_name = BROKER_SYNONYMS.get(name, name)
             d = _BY_NAME.get(topic_name)
             if d is None:
-                raise ConfigError(f"unknown topic config {name!r}")
+                close = difflib.get_close_matches(name, [c.name for c in TOPIC_CONFIGS], n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigError(f"unknown topic config {name!r}{hint}")
             changes[d.attr] = parse_value(d, raw)
         return dataclasses.replace(base or cls(), **changes)
 
