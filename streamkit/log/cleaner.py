@@ -15,8 +15,15 @@ One pass over a partition:
    so a consumer that starts from the beginning within ``delete.retention.ms`` of the first
    cleaning sees the delete, whatever the tombstone's CreateTime. Offsets never change: a
    batch keeps its base offset and lastOffsetDelta, so gaps appear where records went, as in
-   Kafka. Batches that keep every record and need no stamp are copied byte for byte;
-   control batches are always kept.
+   Kafka. Batches that keep every record and need no stamp are copied byte for byte.
+
+Transactions: the cleanable range ends below the first offset of the oldest open
+transaction (the last stable offset), so every transactional batch in it is decided. Batches
+of aborted transactions (known from the transaction indexes, not from records) neither
+supersede a key nor survive: read_committed consumers never see them, and keeping an aborted
+value as a key's latest would drop the committed one before it. Transaction markers are
+always kept, so a read_uncommitted consumer and the aborted-transaction lists of
+read_committed fetches keep matching the data that is left.
 5. Crash-safe swap per segment (``streamkit.log.swap``): the output and its indexes are
    written as ``.cleaned`` files through the segment append path, fsynced with the
    original's mtime (retention.ms falls back to it), staged as ``.swap`` and swapped in.
@@ -87,12 +94,30 @@ def _batches_of(fd: int) -> Iterable[bytes]:
 
 def _cleanable(partition: PartitionLog, now_ms: int) -> list[Segment]:
     lag = partition.config.min_compaction_lag_ms
+    stable = partition.last_stable_offset
     out = []
     for seg in partition.segments[:-1]:
         if seg.size and seg.max_timestamp > now_ms - lag:
             break
+        if seg.next_offset > stable:  # an open transaction's batches are undecided
+            break
         out.append(seg)
     return out
+
+
+class _Aborted:
+    """Which transactional batches belong to aborted transactions."""
+
+    def __init__(self, partition: PartitionLog, start: int, end: int) -> None:
+        self.ranges: dict[int, list[tuple[int, int]]] = {}
+        for txn in partition.aborted_transactions(start, end):
+            self.ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+
+    def __contains__(self, header: BatchHeader) -> bool:
+        if not self.ranges or not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset <= last
+                   for first, last in self.ranges.get(header.producer_id, ()))
 
 
 def clean(partition: PartitionLog, now_ms: int | None = None, force: bool = False) -> CleanResult | None:
@@ -115,17 +140,19 @@ def clean(partition: PartitionLog, now_ms: int | None = None, force: bool = Fals
     if not force and not horizon_due and (dirty == 0 or dirty / total < partition.config.min_cleanable_dirty_ratio):
         return None
 
+    aborted = _Aborted(partition, segments[0].base_offset, end)
     latest: dict[bytes, int] = {}
     for seg in segments:
         with _opened(seg.path) as fd:
             for batch in _batches_of(fd):
-                if parse_header(batch).is_control:
+                header = parse_header(batch)
+                if header.is_control or header in aborted:
                     continue
                 for record in decode_batch(batch, verify=False)[1]:
                     if record.key is not None:
                         latest[record.key] = record.offset
 
-    rules = _Rules(latest, now, now + partition.config.delete_retention_ms)
+    rules = _Rules(latest, now, now + partition.config.delete_retention_ms, aborted)
     interval = partition.config.index_interval_bytes
     removed = 0
     after = 0
@@ -151,6 +178,7 @@ class _Rules:
     latest: dict[bytes, int]  # key -> offset of its latest record in the cleanable range
     now: int
     new_horizon: int  # the delete horizon a batch gets when a pass first keeps its tombstone
+    aborted: _Aborted
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +224,8 @@ def _clean_batch(batch: bytes, header: BatchHeader, rules: _Rules) -> tuple[byte
     """(what to write or None, records dropped, delete horizon if it keeps tombstones else -1)."""
     if header.is_control:
         return batch, 0, -1
+    if header in rules.aborted:
+        return None, header.record_count, -1
     _h, records = decode_batch(batch, verify=False)
     horizon = header.delete_horizon
     keep = [
