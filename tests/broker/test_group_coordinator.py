@@ -26,6 +26,7 @@ from streamkit.broker.group.records import (
     partition_for_group,
 )
 from streamkit.broker.group.state import GroupState
+from streamkit.log.batch import BatchHeader
 from streamkit.log.records import Record, decode_batch
 
 DELAY = 3000
@@ -50,18 +51,21 @@ class MemoryStore:
     """The injected OffsetsStore: batches per partition of __consumer_offsets."""
 
     def __init__(self) -> None:
-        self.batches: dict[int, list[bytes]] = defaultdict(list)
+        self.stored: dict[int, list[bytes]] = defaultdict(list)
 
     def append(self, partition: int, batch: bytes) -> None:
         assert 0 <= partition < PARTITIONS
         decode_batch(batch)  # a valid v2 batch (CRC checked)
-        self.batches[partition].append(bytes(batch))
+        self.stored[partition].append(bytes(batch))
 
     def records(self, partition: int) -> Iterable[Record]:
-        return [r for batch in self.batches.get(partition, []) for r in decode_batch(batch)[1]]
+        return [r for batch in self.stored.get(partition, []) for r in decode_batch(batch)[1]]
+
+    def batches(self, partition: int) -> Iterable[tuple[BatchHeader, list[Record]]]:
+        return [decode_batch(batch) for batch in self.stored.get(partition, [])]
 
     def all_records(self) -> list[tuple[int, Record]]:
-        return [(p, r) for p in sorted(self.batches) for r in self.records(p)]
+        return [(p, r) for p in sorted(self.stored) for r in self.records(p)]
 
 
 def jreq(member_id: str = "", *, instance: str | None = None,
@@ -196,7 +200,7 @@ def test_commit_with_a_generation_to_an_unknown_group_is_an_old_generation() -> 
     env = Env()
     error, results = env.co.commit("g", "m", None, 5, commit_one())
     assert error == ErrorCode.illegal_generation and results == {}
-    assert env.co.get("g") is None and env.co.fetch("g", None) == {} and not env.store.batches
+    assert env.co.get("g") is None and env.co.fetch("g", None) == {} and not env.store.stored
 
 
 def test_simple_commit_to_an_emptied_group_is_accepted() -> None:
@@ -312,7 +316,7 @@ def test_records_go_to_the_groups_partition_in_kafka_layout() -> None:
     a, s, gen = env.stable("my-group")
     env.co.commit("my-group", a, None, gen, commit_one("t", 4, 99))
     expected = partition_for_group("my-group", PARTITIONS)
-    assert set(env.store.batches) == {expected}
+    assert set(env.store.stored) == {expected}
     keys = [decode_key(r.key) for _, r in env.store.all_records() if r.key is not None]
     assert ("my-group",) in keys and ("my-group", "t", 4) in keys
     group_values = [
