@@ -81,6 +81,7 @@ def _append(state: BrokerState, topic: str, partition: int, records: bytes | Non
                 "error_message": "a produce request carries exactly one record batch per partition"}
     code, message = _check_transactional(state, txn_id, topic, partition, records)
     if code != ErrorCode.none:
+        log.info("refused batch for %s-%d: %s (%s)", topic, partition, message, code.name)
         return {**result, "error_code": code, "error_message": message}
     try:
         appended = plog.append(records, origin=AppendOrigin.CLIENT)
