@@ -207,3 +207,16 @@ def test_list_filters(env: Env) -> None:
     env.co.add_partitions("b", 101, 0, [("x", 0)])
     assert [m.transactional_id for m in env.co.list({"Ongoing"})] == ["b"]
     assert [m.transactional_id for m in env.co.list(None, {100})] == ["a"]
+
+
+def test_delayed_end_txn_of_an_old_instance_never_ends_the_new_transaction(env: Env) -> None:
+    env.co.init_producer_id("t", 30_000)
+    env.co.add_partitions("t", 100, 0, [("x", 0)])
+    new = env.co.init_producer_id("t", 30_000)  # the old instance's transaction is aborted
+    env.co.add_partitions("t", 100, new.producer_epoch, [("x", 1)])
+    written = list(env.markers.written)
+    # the old instance's EndTxn(commit), delayed in the network, arrives now
+    assert env.co.end_txn("t", 100, 0, commit=True) == ErrorCode.producer_fenced
+    assert env.co.describe("t").state is TxnState.ONGOING
+    assert env.co.describe("t").partitions == {("x", 1)}
+    assert env.markers.written == written

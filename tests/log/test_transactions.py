@@ -176,3 +176,32 @@ def test_compaction_stops_at_an_open_transaction(open_log: OpenLog) -> None:
     log.roll()
     assert clean(log, force=True) is None  # the only inactive segment holds an open txn
     assert _values(log) == [(b"k", b"old"), (b"k", b"undecided")]
+
+
+def test_compaction_drops_a_marker_after_its_data_and_the_delete_horizon(open_log: OpenLog,
+                                                                          clock: FakeClock) -> None:
+    log = open_log({"cleanup.policy": "compact", "segment.bytes": 100_000, "delete.retention.ms": 1_000})
+    p = Producer(1)
+    log.append(p.batch(b"aborted"), origin=CLIENT)  # 0
+    log.append(p.marker(commit=False))  # 1: its transaction will have no record left
+    log.append(p.batch(b"kept", key=b"other"), origin=CLIENT)  # 2
+    log.append(p.marker(commit=True))  # 3: its transaction keeps a record
+    log.roll()
+
+    def markers() -> list[tuple[int, int | None]]:
+        return [(h.base_offset, h.delete_horizon) for h in (decode_batch(b)[0] for b in read_batches(log))
+                if h.is_control]
+
+    assert clean(log, force=True) is not None
+    assert markers() == [(1, clock.now + 1_000), (3, None)]  # stamped, not dropped yet
+    clock.advance(999)
+    clean(log, force=True)
+    assert [o for o, _h in markers()] == [1, 3]
+    clock.advance(1)
+    assert clean(log) is not None  # the horizon is due: a pass runs without being forced
+    assert markers() == [(3, None)]
+    assert _values(log) == [(b"other", b"kept")]
+    # a reopened log rebuilds no open transaction from what is left
+    log.close()
+    log = open_log({"cleanup.policy": "compact", "segment.bytes": 100_000, "delete.retention.ms": 1_000})
+    assert log.last_stable_offset == log.high_watermark
