@@ -220,3 +220,13 @@ def test_delayed_end_txn_of_an_old_instance_never_ends_the_new_transaction(env: 
     assert env.co.describe("t").state is TxnState.ONGOING
     assert env.co.describe("t").partitions == {("x", 1)}
     assert env.markers.written == written
+
+
+def test_retried_epoch_bump_gets_the_same_answer(env: Env) -> None:
+    env.co.init_producer_id("t", 30_000)
+    env.co.add_partitions("t", 100, 0, [("x", 0)])
+    first = env.co.init_producer_id("t", 30_000, 100, 0)  # KIP-360 bump from inside a transaction
+    assert first.error == ErrorCode.none and first.producer_epoch == 2
+    retry = env.co.init_producer_id("t", 30_000, 100, 0)  # its answer was lost
+    assert (retry.error, retry.producer_epoch) == (ErrorCode.none, 2)
+    assert env.co.init_producer_id("t", 30_000, 100, 1).error == ErrorCode.producer_fenced

@@ -414,3 +414,44 @@ def test_describe_and_list_transactions_raw(broker: BrokerProcess, topic_name: s
     assert missing.error_code.name == "transactional_id_not_found"
     assert topic_name in {t.transactional_id for t in listed.transaction_states}
     producer.abort_transaction(30)
+
+
+def _offset_fetch(bs: str, group: str, topic: str, require_stable: bool) -> tuple[str, int]:
+    from kio.schema.offset_fetch.v7.request import OffsetFetchRequest, OffsetFetchRequestTopic
+    from kio.static.primitive import i32
+
+    from tests.integration.util import call, connect
+
+    with connect(bs) as sock:
+        response = call(sock, OffsetFetchRequest(
+            group_id=group, topics=(OffsetFetchRequestTopic(name=topic, partition_indexes=(i32(0),)),),
+            require_stable=require_stable))
+    (partition,) = response.topics[0].partitions
+    return partition.error_code.name, int(partition.committed_offset)
+
+
+def test_offsets_sent_in_a_transaction_are_visible_only_on_commit(broker: BrokerProcess, topic_name: str) -> None:
+    from confluent_kafka import Consumer
+
+    bs = broker.bootstrap
+    create_topic(bs, topic_name, 1)
+    group = f"{topic_name}-g"
+    consumer = Consumer({"bootstrap.servers": bs, "group.id": group, **QUIET})
+    try:
+        metadata = consumer.consumer_group_metadata()
+        producer = txn_producer(bs, topic_name)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition(topic_name, 0, 5)], metadata, 30)
+        # pending: a stable read is refused (retriable), a plain read does not see it
+        assert _offset_fetch(bs, group, topic_name, True) == ("unstable_offset_commit", -1)
+        assert _offset_fetch(bs, group, topic_name, False) == ("none", -1)
+        producer.abort_transaction(30)
+        assert _offset_fetch(bs, group, topic_name, True) == ("none", -1)
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction([TopicPartition(topic_name, 0, 7)], metadata, 30)
+        producer.commit_transaction(30)
+        assert _offset_fetch(bs, group, topic_name, True) == ("none", 7)
+        committed = consumer.committed([TopicPartition(topic_name, 0)], timeout=15)
+        assert committed[0].offset == 7
+    finally:
+        consumer.close()

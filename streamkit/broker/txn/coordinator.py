@@ -204,6 +204,8 @@ class TransactionCoordinator:
                      transactional_id, md.producer_epoch)
             self._fence_and_abort(md)
         self._bump_epoch(md)
+        if producer_id >= 0 and md.producer_id == producer_id:
+            md.last_epoch = producer_epoch  # the same request retried gets this answer again
         md.timeout_ms = timeout_ms
         md.partitions = set()
         md.start_ms = -1
