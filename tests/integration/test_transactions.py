@@ -219,6 +219,7 @@ async def _aiokafka_round(bs: str, topic: str) -> list[bytes]:
         await producer.abort_transaction()
         async with producer.transaction():
             await producer.send_and_wait(topic, b"aio-committed-2", partition=0)
+            await producer.send_offsets_to_transaction({AioTP(topic, 0): 11}, f"{topic}-aio-g")
     finally:
         await producer.stop()
     consumer = AIOKafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed",
@@ -244,6 +245,7 @@ async def _aiokafka_round(bs: str, topic: str) -> list[bytes]:
 def test_aiokafka_transactions_and_read_committed(broker: BrokerProcess, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, 1)
     assert asyncio.run(_aiokafka_round(broker.bootstrap, topic_name)) == [b"aio-committed", b"aio-committed-2"]
+    assert _offset_fetch(broker.bootstrap, f"{topic_name}-aio-g", topic_name, True) == ("none", 11)
     assert read_values(broker.bootstrap, topic_name, [0], "read_committed")[0] == [b"aio-committed",
                                                                                    b"aio-committed-2"]
 
@@ -261,9 +263,16 @@ def test_kafka_python_transactions_and_read_committed(broker: BrokerProcess, top
         producer.commit_transaction()
         producer.begin_transaction()
         producer.send(topic_name, b"kp-aborted", partition=0).get(30)
+        producer.send_offsets_to_transaction(
+            {kafka.TopicPartition(topic_name, 0): kafka.OffsetAndMetadata(3, "", -1)}, f"{topic_name}-kp-g")
         producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send_offsets_to_transaction(
+            {kafka.TopicPartition(topic_name, 0): kafka.OffsetAndMetadata(9, "", -1)}, f"{topic_name}-kp-g")
+        producer.commit_transaction()
     finally:
         producer.close(10)
+    assert _offset_fetch(bs, f"{topic_name}-kp-g", topic_name, True) == ("none", 9)
     consumer = kafka.KafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed",
                                    enable_auto_commit=False, auto_offset_reset="earliest")
     try:
