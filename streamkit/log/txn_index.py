@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import os
 import struct
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -45,6 +47,9 @@ class AbortedTxn(NamedTuple):
     first_offset: int
     last_offset: int
     last_stable_offset: int
+
+
+_LAST_OFFSET = attrgetter("last_offset")
 
 
 class TxnIndex:
@@ -107,8 +112,10 @@ def collect_aborted(indexes: Sequence[TxnIndex], start: int, upper: int) -> list
     the segments holding ``start`` and everything after it (oldest first)."""
     out: list[AbortedTxn] = []
     for index in indexes:
-        for entry in index.entries:
-            if entry.last_offset >= start and entry.first_offset < upper:
+        # Entries are in marker order: skip those whose marker lies below ``start`` at once.
+        first = bisect_left(index.entries, start, key=_LAST_OFFSET)
+        for entry in index.entries[first:]:
+            if entry.first_offset < upper:
                 out.append(entry)
             if entry.last_stable_offset >= upper:
                 return out

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamkit.log import ControlType, PartitionLog, build_control_batch
 from streamkit.log.cleaner import clean
 from streamkit.log.producer_state import AppendOrigin
-from streamkit.log.records import Record, build_batch, decode_batch
+from streamkit.log.records import Record, build_batch, decode_batch, decode_control_key
 from streamkit.log.txn_index import AbortedTxn, TxnIndex, collect_aborted, txn_index_path
 from tests.log.conftest import T0, FakeClock, OpenLog, read_batches
 
@@ -205,3 +209,97 @@ def test_compaction_drops_a_marker_after_its_data_and_the_delete_horizon(open_lo
     log.close()
     log = open_log({"cleanup.policy": "compact", "segment.bytes": 100_000, "delete.retention.ms": 1_000})
     assert log.last_stable_offset == log.high_watermark
+
+
+# -- a read_committed consumer against a model ----------------------------------------------
+
+Step = tuple[str, int, bool]  # ("plain" | "txn" | "end" | "roll" | "reopen", producer, commit)
+
+_STEPS = st.one_of(
+    st.tuples(st.just("plain"), st.just(0), st.just(False)),
+    st.tuples(st.just("txn"), st.integers(1, 3), st.just(False)),
+    st.tuples(st.just("end"), st.integers(1, 3), st.booleans()),
+    st.tuples(st.just("roll"), st.just(0), st.just(False)),
+    st.tuples(st.just("reopen"), st.booleans().map(int), st.just(False)),
+)
+
+
+def read_committed(log: PartitionLog, max_bytes: int) -> list[bytes]:
+    """What Kafka's consumer does with fetches up to the LSO and their aborted lists."""
+    out: list[bytes] = []
+    offset = log.log_start_offset
+    upper = log.last_stable_offset
+    while offset < upper:
+        data, next_offset = log.read_chunk(offset, max_bytes, max_offset=upper)
+        pending = sorted(log.aborted_transactions(offset, min(next_offset, upper)),
+                         key=lambda a: a.first_offset)
+        aborted: set[int] = set()
+        for batch in split(data):
+            header, records = decode_batch(batch)
+            while pending and pending[0].first_offset <= header.last_offset:
+                aborted.add(pending.pop(0).producer_id)
+            if header.is_control:
+                if records and decode_control_key(records[0].key or b"") == ControlType.ABORT:
+                    aborted.discard(header.producer_id)
+                continue
+            if header.is_transactional and header.producer_id in aborted:
+                continue
+            out.extend(r.value or b"" for r in records)
+        offset = max(next_offset, offset + 1) if data else next_offset
+    return out
+
+
+def split(data: bytes) -> list[bytes]:
+    from streamkit.log.batch import iter_batch_spans
+
+    return [data[pos : pos + size] for pos, size, _b, _l in iter_batch_spans(data)]
+
+
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_STEPS, max_size=40), max_bytes=st.sampled_from([1, 200, 1 << 20]))
+def test_read_committed_sees_exactly_the_committed_records(open_log: OpenLog, part_dir: Path,
+                                                           steps: list[Step], max_bytes: int) -> None:
+    shutil.rmtree(part_dir, ignore_errors=True)
+    settings_ = {"segment.bytes": 400}
+    log = open_log(settings_)
+    producers = {pid: Producer(pid) for pid in (1, 2, 3)}
+    open_txn: dict[int, list[bytes]] = {}
+    visible: list[tuple[int, bytes]] = []  # (offset, value) of records a read_committed reader must see
+    counter = 0
+
+    def write(step: Step) -> None:
+        nonlocal log, counter
+        kind, pid, commit = step
+        if kind == "plain":
+            counter += 1
+            value = b"p%d" % counter
+            visible.append((log.append(plain(value)).base_offset, value))
+        elif kind == "txn":
+            counter += 1
+            value = b"t%d-%d" % (pid, counter)
+            offset = log.append(producers[pid].batch(value), origin=CLIENT).base_offset
+            open_txn.setdefault(pid, []).append(offset.to_bytes(8, "big") + value)
+        elif kind == "end" and pid in open_txn:
+            log.append(producers[pid].marker(commit))
+            written = open_txn.pop(pid)
+            if commit:
+                visible.extend((int.from_bytes(w[:8], "big"), w[8:]) for w in written)
+        elif kind == "roll":
+            log.roll()
+        elif kind == "reopen":
+            if pid:
+                log.close()
+            else:
+                log.abandon()
+            log = open_log(settings_)
+
+    for step in steps:
+        write(step)
+        first_open = min((int.from_bytes(w[0][:8], "big") for w in open_txn.values()), default=None)
+        assert log.last_stable_offset == (log.high_watermark if first_open is None else first_open)
+        expected = [v for o, v in sorted(visible) if first_open is None or o < first_open]
+        assert read_committed(log, max_bytes) == expected
+    for pid in list(open_txn):
+        write(("end", pid, pid % 2 == 0))
+    assert log.last_stable_offset == log.high_watermark
+    assert read_committed(log, max_bytes) == [v for _o, v in sorted(visible)]
