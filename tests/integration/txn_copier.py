@@ -24,7 +24,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-WATCHDOG_S = 12.0
+WATCHDOG_S = 8.0
 
 
 class Watchdog:
@@ -46,7 +46,7 @@ class Watchdog:
 def main(bootstrap: str, source: str, sink: str, txn_id: str, group: str, batch: int, pause_ms: int) -> int:
     quiet = {"log_level": 0} if not os.environ.get("COPIER_DEBUG") else {"debug": os.environ["COPIER_DEBUG"]}
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
-                         "transaction.timeout.ms": 10_000, "linger.ms": 5, **quiet})
+                         "transaction.timeout.ms": 6_000, "linger.ms": 5, **quiet})
     watchdog = Watchdog()
     producer.init_transactions(30)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
