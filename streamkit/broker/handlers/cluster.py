@@ -8,6 +8,7 @@ from typing import Any
 from streamkit.broker.codec import Request, api_versions_response
 from streamkit.broker.errors import BrokerError, ErrorCode
 from streamkit.broker.handlers.common import LEADER_EPOCH, NO_OPERATIONS, Reply, field
+from streamkit.broker.handlers.txn import fenced_for
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.broker.topics import TopicInfo
 
@@ -132,10 +133,7 @@ async def init_producer_id(state: BrokerState, req: Request, client: ClientInfo)
     if txn_id is not None:
         result = state.txns.init_producer_id(
             txn_id, int(body.transaction_timeout.total_seconds() * 1000), producer_id, epoch)
-        error = result.error
-        if error == ErrorCode.producer_fenced and req.api_version < 4:
-            error = ErrorCode.invalid_producer_epoch  # clients before KIP-588 know only this one
-        return {"throttle_time": 0, "error_code": error,
+        return {"throttle_time": 0, "error_code": fenced_for(req, result.error),
                 "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
     if producer_id >= 0 and 0 <= epoch < _MAX_EPOCH:
         return {"throttle_time": 0, "error_code": ErrorCode.none,

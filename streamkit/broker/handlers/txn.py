@@ -24,6 +24,7 @@ __all__ = [
     "add_partitions_to_txn",
     "describe_transactions",
     "end_txn",
+    "fenced_for",
     "list_transactions",
     "txn_offset_commit",
 ]

@@ -43,7 +43,8 @@ from streamkit.broker.txn.records import (
 from streamkit.broker.txn.state import TxnEvent, TxnState, next_state
 from streamkit.log.records import Record, build_batch
 
-__all__ = ["MarkerWriter", "TransactionCoordinator", "TxnMetadata", "TxnSettings", "TxnStore"]
+__all__ = ["TRANSACTION_STATE_TOPIC", "InitResult", "MarkerWriter", "TransactionCoordinator", "TxnMetadata",
+           "TxnSettings", "TxnStore"]
 
 log = logging.getLogger(__name__)
 
