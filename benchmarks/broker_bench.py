@@ -40,9 +40,16 @@ overrides). If Tansu cannot be had, the run says why and goes on with streamkit 
    round, so it is not read from a warm cache twice). Target: each within 10% of the empty
    log's produce / consume.
 
+5. Transactions (streamkit only), ``--trials`` interleaved rounds on fresh topics: the same
+   produce loop with an idempotent acks=all producer (what a transactional producer is
+   underneath), and with a transactional producer committing every 1,000 and every 10,000
+   records (begin_transaction / commit_transaction; the commit waits for the markers). The
+   ratio transactional/plain is the median of the rounds' paired ratios; target >= 0.8 at
+   10,000. ``--transactions-only`` runs only this part.
+
 Usage: python benchmarks/broker_bench.py [--records N] [--skip-tansu] [--prefill-gib X]
            [--latency-rate R] [--latency-seconds S] [--latency-linger 0,1,5] [--trials T]
-           [--data-dir DIR] [--profile DIR] [--large-log-only]
+           [--data-dir DIR] [--profile DIR] [--large-log-only] [--transactions-only]
 
 ``--profile DIR`` runs py-spy (``pip install py-spy``) on the streamkit broker during the
 first round's produce and consume and prints its hottest functions (raw stacks kept in DIR).
@@ -262,6 +269,81 @@ def produce_run(
             f"({delivered[1]:,} failed, {left:,} not flushed)"
         )
     return run
+
+
+IDEMPOTENT: dict[str, Any] = {"enable.idempotence": True, "acks": "all"}
+TXN_EVERY = (1_000, 10_000)
+TXN_TARGET = 0.8  # transactional / plain produce at a commit every 10,000 records
+
+
+def txn_produce_run(target: Target, topic: str, records: int, every: int) -> Run:
+    """``produce_run``'s loop in transactions of ``every`` records (commit included)."""
+    delivered = [0, 0]
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        delivered[err is not None] += 1
+
+    producer = Producer({"bootstrap.servers": target.bootstrap, **PRODUCER, **IDEMPOTENT,
+                         "transactional.id": f"{topic}-txn", "on_delivery": on_delivery})
+    producer.list_topics(topic, 30)
+    producer.init_transactions(30)
+    value = os.urandom(VALUE_SIZE)
+    produce, poll = producer.produce, producer.poll
+    cpu0, client0, start = cpu_seconds(target.pid), time.process_time(), time.perf_counter()
+    for i in range(records):
+        if i % every == 0:
+            if i:
+                producer.commit_transaction(60)
+            producer.begin_transaction()
+        while True:
+            try:
+                produce(topic, value)
+                break
+            except BufferError:
+                poll(0.0005)
+        poll(0)
+    producer.commit_transaction(max(60.0, records / 20_000))
+    elapsed = time.perf_counter() - start
+    if delivered[0] != records:
+        print(f"  ! {target.name}: {delivered[0]:,} of {records:,} delivered in transactions")
+    return Run(delivered[0], elapsed, cpu_seconds(target.pid) - cpu0, time.process_time() - client0,
+               delivered[1])
+
+
+def transaction_rounds(target: Target, records: int, trials: int) -> dict[str, list[Run]]:
+    runs: dict[str, list[Run]] = {"plain": [], **{f"txn-{n}": [] for n in TXN_EVERY}}
+    for trial in range(trials):
+        kinds = list(runs)
+        kinds = kinds[trial % len(kinds):] + kinds[: trial % len(kinds)]
+        line = []
+        for kind in kinds:
+            topic = f"bench-txn-{kind}-{trial}"
+            create_topic(target, topic)
+            if kind == "plain":
+                run = produce_run(target, topic, records, extra=IDEMPOTENT)
+            else:
+                run = txn_produce_run(target, topic, records, int(kind.split("-")[1]))
+            delete_topic(target, topic)
+            runs[kind].append(run)
+            line.append(f"{kind} {run.rate:>9,.0f} rec/s")
+        print(f"  round {trial + 1}/{trials}: " + "  ".join(line), flush=True)
+    return runs
+
+
+def report_transactions(records: int, runs: dict[str, list[Run]]) -> None:
+    line = "=" * 124
+    print(f"\n{line}\ntransactional produce vs idempotent acks=all produce (streamkit), {records:,} x "
+          f"{VALUE_SIZE}-byte values per round\nrates: best round (median round); ratios: median of the "
+          f"rounds' paired ratios (their range)\n{line}")
+    print(row("", "records/s", "CPU-s/M rec", "txn/plain", "target"))
+    plain = Summary.of(runs["plain"])
+    print(row("plain (idempotent, acks=all)", plain.rate(), f"{plain.cpu_per_m:.2f}", "1.00x", ""))
+    for every in TXN_EVERY:
+        kind = f"txn-{every}"
+        s = Summary.of(runs[kind])
+        mid, text = paired(runs[kind], runs["plain"])
+        target = f">= {TXN_TARGET}x {verdict(mid >= TXN_TARGET)}" if every == 10_000 else ""
+        print(row(f"commit every {every:,}", s.rate(), f"{s.cpu_per_m:.2f}", text, target))
 
 
 def consume_run(target: Target, topic: str, records: int, offset: int = 0) -> Run:
@@ -550,6 +632,11 @@ def main() -> int:
         help="producer linger.ms values for the latency runs (default 0,1,5)",
     )
     parser.add_argument(
+        "--transactions-only",
+        action="store_true",
+        help="run only the transactional produce comparison (streamkit only)",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         default=None,
@@ -585,6 +672,14 @@ def main() -> int:
 
 def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], object]]) -> int:
     t_begin = time.perf_counter()
+    if args.transactions_only:
+        sk, sk_proc = start_streamkit(work / "streamkit")
+        cleanups.append(sk_proc.stop)
+        print(f"\ntransactions: {args.records:,} x {VALUE_SIZE}-byte records per round, "
+              f"{args.trials} interleaved rounds", flush=True)
+        report_transactions(args.records, transaction_rounds(sk, args.records, args.trials))
+        print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
+        return 0
     if args.large_log_only:
         sk, sk_proc = start_streamkit(work / "streamkit")
         cleanups.append(sk_proc.stop)
@@ -662,7 +757,12 @@ def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], obje
     if args.prefill_gib > 0:
         prefill = large_log(args, work, sk, cleanups)
 
+    # 5. transactions
+    print(f"\ntransactions: {args.records:,} x {VALUE_SIZE}-byte records per round", flush=True)
+    txn_runs = transaction_rounds(sk, args.records, args.trials)
+
     report(args, raw, runs, lat, tansu is not None, tansu_why, prefill)
+    report_transactions(args.records, txn_runs)
     print(
         f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()}; "
         "on a shared machine compare the CPU-s per M records rows, not only the rates)"

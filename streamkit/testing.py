@@ -40,6 +40,7 @@ TEST_SETTINGS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
     "offsets.topic.num.partitions": "4",
+    "transaction.state.log.num.partitions": "4",
 }
 
 

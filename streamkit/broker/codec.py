@@ -92,12 +92,18 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     20: (1, 6),  # DeleteTopics
     21: (0, 2),  # DeleteRecords
     22: (0, 4),  # InitProducerId
+    24: (0, 3),  # AddPartitionsToTxn (v4+ is the broker-to-broker batch form)
+    25: (0, 3),  # AddOffsetsToTxn (v4+: transaction version 2, per-transaction epochs)
+    26: (0, 3),  # EndTxn (v4+: transaction version 2)
+    28: (0, 3),  # TxnOffsetCommit (v4+: transaction version 2)
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
     60: (0, 0),  # DescribeCluster
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 1),  # ListTransactions (v2 adds a regular-expression filter)
 }
 
 # What every ApiVersions answer lists (each version's reply and the v0 UNSUPPORTED_VERSION

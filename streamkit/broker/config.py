@@ -97,6 +97,21 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
               _at_least(1)),
     ConfigDef("producer.id.expiration.check.interval.ms", "producer_id_expiration_check_interval_ms",
               "int", 600000, None, "how often expired producer state is removed", _at_least(1)),
+    ConfigDef("transaction.state.log.num.partitions", "transaction_state_log_num_partitions", "int",
+              50, None, "partitions of __transaction_state (fixed once created)", _at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", "transaction_state_log_segment_bytes", "int",
+              104857600, None, "segment size of __transaction_state", _at_least(1024)),
+    ConfigDef("transaction.max.timeout.ms", "transaction_max_timeout_ms", "int", 900000, None,
+              "largest transaction.timeout.ms a transactional producer may ask for", _at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", "transactional_id_expiration_ms", "int", 604800000,
+              None, "how long the coordinator keeps an idle transactional.id (no open "
+              "transaction) before forgetting it", _at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms",
+              "transaction_abort_timed_out_transaction_cleanup_interval_ms", "int", 10000, None,
+              "how often transactions past their transaction.timeout.ms are aborted", _at_least(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms",
+              "transaction_remove_expired_transaction_cleanup_interval_ms", "int", 3600000, None,
+              "how often expired transactional.ids are removed", _at_least(1)),
 )
 
 # Kafka broker settings that have no meaning here: a single node (no replication, no
@@ -122,9 +137,7 @@ KAFKA_IGNORED: frozenset[str] = frozenset({
     "offsets.topic.replication.factor", "offsets.topic.compression.codec", "offsets.commit.required.acks",
     "offsets.commit.timeout.ms", "offsets.load.buffer.size", "offsets.retention.minutes",
     "offsets.retention.check.interval.ms", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "transaction.state.log.num.partitions",
-    "transaction.state.log.segment.bytes", "transaction.state.log.load.buffer.size",
-    "transaction.max.timeout.ms", "transactional.id.expiration.ms",
+    "transaction.state.log.min.isr", "transaction.state.log.load.buffer.size",
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
     "group.coordinator.rebalance.protocols", "group.coordinator.threads",
     # purgatories, fetch sessions, topic defaults not implemented here
@@ -260,6 +273,12 @@ class BrokerConfig:
     log_cleaner_backoff_ms: int = 15000
     producer_id_expiration_ms: int = 86400000
     producer_id_expiration_check_interval_ms: int = 600000
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_segment_bytes: int = 104857600
+    transaction_max_timeout_ms: int = 900000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     listeners: str = ""
     advertised_listeners: str = ""
     log_dirs: str = ""

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from streamkit.broker.build import build
@@ -29,13 +29,19 @@ from streamkit.broker.memory import RequestMemory
 from streamkit.broker.producers import ProducerIds
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.broker.topics import TopicManager
+from streamkit.broker.txn.coordinator import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionCoordinator,
+    TxnSettings,
+)
 from streamkit.broker.waiters import AppendWaiters
 from streamkit.dirlock import DirectoryLock
-from streamkit.log.batch import iter_batch_spans
+from streamkit.log.batch import BatchHeader, iter_batch_spans
 from streamkit.log.checkpoint import CHECKPOINT, CLEAN_SHUTDOWN, write_atomically
 from streamkit.log.manager import LogManager
-from streamkit.log.partition import wall_clock_ms
-from streamkit.log.records import Record, decode_batch
+from streamkit.log.partition import PartitionLog, wall_clock_ms
+from streamkit.log.producer_state import AppendOrigin
+from streamkit.log.records import ControlType, Record, build_control_batch, decode_batch
 from streamkit.tasks import cancel_and_wait
 
 __all__ = ["Broker"]
@@ -47,31 +53,66 @@ _PARTITION_DIR = re.compile(r"^.+-\d+$")
 _YIELD_EVERY = 32
 
 
-class _OffsetsStore:
-    """``__consumer_offsets`` partitions as the group coordinator's store."""
+class _InternalStore:
+    """Partitions of an internal topic (``__consumer_offsets``, ``__transaction_state``) as
+    a coordinator's store."""
 
-    def __init__(self, topics: TopicManager) -> None:
+    def __init__(self, topics: TopicManager, topic: str) -> None:
         self.topics = topics
+        self.topic = topic
 
     def append(self, partition: int, batch: bytes) -> None:
-        plog = self.topics.partition(OFFSETS_TOPIC, partition)
-        assert plog is not None, "__consumer_offsets is created at start"
+        plog = self.topics.partition(self.topic, partition)
+        assert plog is not None, f"{self.topic} is created at start"
         plog.append(batch)
 
+    def batches(self, partition: int) -> Iterable[tuple[BatchHeader, list[Record]]]:
+        return _batches(self.topics.partition(self.topic, partition))
+
     def records(self, partition: int) -> Iterable[Record]:
-        plog = self.topics.partition(OFFSETS_TOPIC, partition)
-        if plog is None:
+        for _header, records in self.batches(partition):
+            yield from records
+
+
+def _batches(plog: PartitionLog | None) -> Iterator[tuple[BatchHeader, list[Record]]]:
+    """Every stored batch of an internal topic's partition, decoded (a replay at start)."""
+    if plog is None:
+        return
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        data, next_offset = plog.read_chunk(offset, 1 << 20)
+        if not data:
             return
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, 1 << 20)
-            if not data:
-                return
-            for pos, size, _base, last in iter_batch_spans(data):
-                for record in decode_batch(data[pos : pos + size], verify=False)[1]:
-                    if record.offset >= offset:
-                        yield record
-                offset = last + 1
+        for pos, size, _base, _last in iter_batch_spans(data):
+            header, records = decode_batch(data[pos : pos + size], verify=False)
+            yield header, [r for r in records if r.offset >= offset]
+        offset = max(next_offset, offset + 1)
+
+
+class _Markers:
+    """Writes transaction markers into partitions (the transaction coordinator's writer);
+    a marker in ``__consumer_offsets`` also settles the group coordinator's pending offsets."""
+
+    def __init__(self, topics: TopicManager, groups: GroupCoordinator, waiters: AppendWaiters,
+                 clock: Callable[[], int]) -> None:
+        self.topics = topics
+        self.groups = groups
+        self.waiters = waiters
+        self.clock = clock
+
+    def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                     commit: bool) -> None:
+        plog = self.topics.partition(topic, partition)
+        if plog is None:
+            log.info("no marker for %s-%d: the partition no longer exists", topic, partition)
+            return
+        marker = build_control_batch(ControlType.COMMIT if commit else ControlType.ABORT,
+                                     producer_id=producer_id, producer_epoch=producer_epoch,
+                                     coordinator_epoch=0, timestamp=self.clock())
+        plog.append(marker, origin=AppendOrigin.COORDINATOR)
+        if topic == OFFSETS_TOPIC:
+            self.groups.complete_txn(producer_id, commit)
+        self.waiters.notify((topic, partition))
 
 
 def _cluster_id(meta_dir: Path) -> str:
@@ -153,11 +194,25 @@ class Broker:
                 "cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)})
         settings = GroupSettings(cfg.group_initial_rebalance_delay_ms, cfg.group_min_session_timeout_ms,
                                  cfg.group_max_session_timeout_ms, cfg.group_max_size)
-        coordinator = GroupCoordinator(settings, topics.topics[OFFSETS_TOPIC].partitions,
-                                       _OffsetsStore(topics), clock, cfg.offset_metadata_max_bytes)
+        if topics.get(TRANSACTION_STATE_TOPIC) is None:
+            topics.create(TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions, {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(cfg.transaction_state_log_segment_bytes)})
+        offsets_partitions = topics.topics[OFFSETS_TOPIC].partitions
+        coordinator = GroupCoordinator(settings, offsets_partitions,
+                                       _InternalStore(topics, OFFSETS_TOPIC), clock, cfg.offset_metadata_max_bytes)
         coordinator.load()
         groups = GroupRuntime(coordinator)
         meta = self.data_dir / ".meta"
+        producer_ids = ProducerIds(meta)
+        waiters = AppendWaiters()
+        txns = TransactionCoordinator(
+            TxnSettings(cfg.transaction_max_timeout_ms, cfg.transactional_id_expiration_ms,
+                        offsets_partitions, OFFSETS_TOPIC),
+            topics.topics[TRANSACTION_STATE_TOPIC].partitions,
+            _InternalStore(topics, TRANSACTION_STATE_TOPIC),
+            _Markers(topics, coordinator, waiters, clock), producer_ids.next_id, clock)
+        txns.load()
         try:
             self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
                                                       limit=_READ_SIZE, reuse_address=True)
@@ -165,7 +220,7 @@ class Broker:
             logs.close()  # a refused bind leaves the logs as a clean stop does
             raise
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
-                                 ProducerIds(meta), AppendWaiters(), clock)
+                                 producer_ids, waiters, clock, txns)
         groups.start()
         if cfg.log_cleaner_enable:
             logs.start_cleaner()
@@ -177,6 +232,13 @@ class Broker:
             asyncio.create_task(self._every(cfg.producer_id_expiration_check_interval_ms,
                                             self._expire_producers),
                                 name="streamkit-producer-expiration"),
+            # On the event loop, not a thread: the coordinator is the handlers' too.
+            asyncio.create_task(self._every_on_loop(
+                cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms, txns.abort_timed_out),
+                name="streamkit-txn-timeouts"),
+            asyncio.create_task(self._every_on_loop(
+                cfg.transaction_remove_expired_transaction_cleanup_interval_ms, txns.expire_ids),
+                name="streamkit-txn-expiration"),
         ]
         log.info("streamkit broker %d listening on %s:%d (data in %s)", cfg.node_id, self.host,
                  self.port, self.data_dir)
@@ -210,6 +272,15 @@ class Broker:
                     log.info("expired %d idle producer(s) of %s-%d", removed, topic, partition)
             except ValueError:
                 continue  # closed by a concurrent delete
+
+    @staticmethod
+    async def _every_on_loop(interval_ms: int, work: Callable[[], object]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                work()
+            except Exception:
+                log.exception("periodic %s failed", getattr(work, "__name__", work))
 
     @staticmethod
     async def _every(interval_ms: int, work: object) -> None:

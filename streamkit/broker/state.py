@@ -10,6 +10,7 @@ from streamkit.broker.group.coordinator import GroupCoordinator
 from streamkit.broker.group.runtime import GroupRuntime
 from streamkit.broker.producers import ProducerIds
 from streamkit.broker.topics import TopicManager
+from streamkit.broker.txn.coordinator import TransactionCoordinator
 from streamkit.broker.waiters import AppendWaiters
 from streamkit.log.manager import LogManager
 
@@ -28,6 +29,7 @@ class BrokerState:
     producer_ids: ProducerIds
     waiters: AppendWaiters
     clock: Callable[[], int]
+    txns: TransactionCoordinator
 
     @property
     def coordinator(self) -> GroupCoordinator:

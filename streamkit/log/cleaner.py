@@ -15,8 +15,16 @@ One pass over a partition:
    so a consumer that starts from the beginning within ``delete.retention.ms`` of the first
    cleaning sees the delete, whatever the tombstone's CreateTime. Offsets never change: a
    batch keeps its base offset and lastOffsetDelta, so gaps appear where records went, as in
-   Kafka. Batches that keep every record and need no stamp are copied byte for byte;
-   control batches are always kept.
+   Kafka. Batches that keep every record and need no stamp are copied byte for byte.
+
+Transactions: the cleanable range ends below the first offset of the oldest open
+transaction (the last stable offset), so every transactional batch in it is decided. Batches
+of aborted transactions (known from the transaction indexes, not from records) neither
+supersede a key nor survive: read_committed consumers never see them, and keeping an aborted
+value as a key's latest would drop the committed one before it. A transaction marker is kept
+while any record of its transaction is left; once none is, it is treated like a tombstone
+(as Kafka does): the pass that finds it so stamps it with a delete horizon and a pass after
+that time drops it, so a consumer reading within ``delete.retention.ms`` still sees it.
 5. Crash-safe swap per segment (``streamkit.log.swap``): the output and its indexes are
    written as ``.cleaned`` files through the segment append path, fsynced with the
    original's mtime (retention.ms falls back to it), staged as ``.swap`` and swapped in.
@@ -33,7 +41,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from streamkit.log.batch import BatchHeader, iter_batch_spans, parse_header
@@ -87,12 +95,30 @@ def _batches_of(fd: int) -> Iterable[bytes]:
 
 def _cleanable(partition: PartitionLog, now_ms: int) -> list[Segment]:
     lag = partition.config.min_compaction_lag_ms
+    stable = partition.last_stable_offset
     out = []
     for seg in partition.segments[:-1]:
         if seg.size and seg.max_timestamp > now_ms - lag:
             break
+        if seg.next_offset > stable:  # an open transaction's batches are undecided
+            break
         out.append(seg)
     return out
+
+
+class _Aborted:
+    """Which transactional batches belong to aborted transactions."""
+
+    def __init__(self, partition: PartitionLog, start: int, end: int) -> None:
+        self.ranges: dict[int, list[tuple[int, int]]] = {}
+        for txn in partition.aborted_transactions(start, end):
+            self.ranges.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+
+    def __contains__(self, header: BatchHeader) -> bool:
+        if not self.ranges or not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset <= last
+                   for first, last in self.ranges.get(header.producer_id, ()))
 
 
 def clean(partition: PartitionLog, now_ms: int | None = None, force: bool = False) -> CleanResult | None:
@@ -115,17 +141,19 @@ def clean(partition: PartitionLog, now_ms: int | None = None, force: bool = Fals
     if not force and not horizon_due and (dirty == 0 or dirty / total < partition.config.min_cleanable_dirty_ratio):
         return None
 
+    aborted = _Aborted(partition, segments[0].base_offset, end)
     latest: dict[bytes, int] = {}
     for seg in segments:
         with _opened(seg.path) as fd:
             for batch in _batches_of(fd):
-                if parse_header(batch).is_control:
+                header = parse_header(batch)
+                if header.is_control or header in aborted:
                     continue
                 for record in decode_batch(batch, verify=False)[1]:
                     if record.key is not None:
                         latest[record.key] = record.offset
 
-    rules = _Rules(latest, now, now + partition.config.delete_retention_ms)
+    rules = _Rules(latest, now, now + partition.config.delete_retention_ms, aborted)
     interval = partition.config.index_interval_bytes
     removed = 0
     after = 0
@@ -151,6 +179,9 @@ class _Rules:
     latest: dict[bytes, int]  # key -> offset of its latest record in the cleanable range
     now: int
     new_horizon: int  # the delete horizon a batch gets when a pass first keeps its tombstone
+    aborted: _Aborted
+    # producer id -> whether its current transaction kept any record so far in this pass
+    txn_data: dict[int, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,10 +223,39 @@ def _clean_segment(seg: Segment, rules: _Rules, directory: Path, interval: int) 
     return _Written(out.size, removed, earliest)
 
 
+def _clean_marker(batch: bytes, header: BatchHeader, rules: _Rules) -> tuple[bytes | None, int, int]:
+    """A transaction marker: kept while its transaction has records left, then stamped with
+    a delete horizon, then dropped once that has passed."""
+    if rules.txn_data.pop(header.producer_id, False):
+        return batch, 0, -1
+    horizon = header.delete_horizon
+    if horizon is not None:
+        return (None, 1, -1) if rules.now >= horizon else (batch, 0, horizon)
+    _h, records = decode_batch(batch, verify=False)
+    stamped = build_batch(
+        records, base_offset=header.base_offset, producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch, base_sequence=header.base_sequence, transactional=True,
+        control=True, partition_leader_epoch=header.partition_leader_epoch,
+        last_offset_delta=header.last_offset_delta, max_timestamp=header.max_timestamp,
+        delete_horizon=rules.new_horizon)
+    return stamped, 0, rules.new_horizon
+
+
 def _clean_batch(batch: bytes, header: BatchHeader, rules: _Rules) -> tuple[bytes | None, int, int]:
     """(what to write or None, records dropped, delete horizon if it keeps tombstones else -1)."""
     if header.is_control:
-        return batch, 0, -1
+        return _clean_marker(batch, header, rules)
+    if header in rules.aborted:
+        rules.txn_data.setdefault(header.producer_id, False)
+        return None, header.record_count, -1
+    if header.is_transactional:
+        kept, dropped, horizon = _clean_records(batch, header, rules)
+        rules.txn_data[header.producer_id] = rules.txn_data.get(header.producer_id, False) or kept is not None
+        return kept, dropped, horizon
+    return _clean_records(batch, header, rules)
+
+
+def _clean_records(batch: bytes, header: BatchHeader, rules: _Rules) -> tuple[bytes | None, int, int]:
     _h, records = decode_batch(batch, verify=False)
     horizon = header.delete_horizon
     keep = [

@@ -33,10 +33,11 @@ from streamkit.log.checkpoint import CLEAN_SHUTDOWN, Checkpoint, fsync_dir
 from streamkit.log.config import LogConfig
 from streamkit.log.errors import InvalidBatchError, OffsetOutOfRangeError
 from streamkit.log.producer_state import AppendOrigin, ProducerStateManager
-from streamkit.log.records import decode_batch
+from streamkit.log.records import ControlType, control_type_of, decode_batch
 from streamkit.log.retention import SegmentInfo, deletable_prefix
 from streamkit.log.segment import Segment
 from streamkit.log.swap import complete_swap, discard_swap, finish_interrupted_swaps
+from streamkit.log.txn_index import AbortedTxn, collect_aborted
 
 __all__ = ["AppendResult", "PartitionLog", "wall_clock_ms"]
 
@@ -59,6 +60,24 @@ class AppendResult(NamedTuple):
     base_offset: int
     last_offset: int
     log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+
+
+class _TxnIndexRebuild:
+    """Recovery's half of the transaction indexes: the entries of the replayed range are
+    dropped and rewritten from the markers the producer-state replay meets."""
+
+    def __init__(self, partition: PartitionLog) -> None:
+        self.partition = partition
+
+    def replay_from(self, offset: int) -> None:
+        for seg in self.partition.segments:
+            if seg.txn_index.entries and seg.next_offset > offset:
+                seg.txn_index.truncate_from(offset)
+
+    def marker(self, producer_id: int, control_type: int, first_offset: int | None,
+               marker_offset: int) -> None:
+        if control_type == ControlType.ABORT and first_offset is not None:
+            self.partition._index_abort(producer_id, first_offset, marker_offset)
 
 
 class PartitionLog:
@@ -87,6 +106,7 @@ class PartitionLog:
         self._closed = False
         self._cache_config(config)
         self.producers = ProducerStateManager(directory)
+        self._any_aborted = any(s.txn_index.entries for s in segments)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -146,7 +166,7 @@ class PartitionLog:
         partition = cls(directory, config, segments, checkpoint, clock, checkpoint_interval_ms)
         # Load before anything can checkpoint: each checkpoint saves a producer snapshot,
         # and one taken before loading would save (and later load) an empty state.
-        partition.producers.load(segments, end, clock())
+        partition.producers.load(segments, end, clock(), _TxnIndexRebuild(partition))
         if not clean:
             partition.flush()
         partition._write_checkpoint()
@@ -158,6 +178,7 @@ class PartitionLog:
         """Recompute what is derived from the segment list, after anything but an append or
         a roll (which keep it up to date themselves)."""
         self._bases = [s.base_offset for s in self._segments]
+        self._any_aborted = any(s.txn_index.entries for s in self._segments)
         self._closed_max_ts = []
         running = -1
         for seg in self._segments[:-1]:
@@ -201,6 +222,33 @@ class PartitionLog:
     def segments(self) -> list[Segment]:
         """The segments, oldest first (the last is the active one). Do not mutate."""
         return self._segments
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, held back to the first offset of the oldest open
+        transaction: what read_committed consumers may read up to."""
+        first_unstable = self.producers.first_unstable_offset() if self.producers.ongoing else None
+        if first_unstable is None:
+            return self._high_watermark
+        return max(min(first_unstable, self._high_watermark), self.log_start_offset)
+
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start, upper), from the transaction
+        indexes (nothing to look at, so no cost, while no transaction was ever aborted)."""
+        if not self._any_aborted:
+            return []
+        with self.lock:
+            first = max(bisect_right(self._bases, start) - 1, 0)
+            return collect_aborted([s.txn_index for s in self._segments[first:]], start, upper)
+
+    def _index_abort(self, producer_id: int, first_offset: int, marker_offset: int) -> None:
+        """Add an aborted transaction to the index of the segment holding its marker."""
+        first_unstable = self.producers.first_unstable_offset()
+        lso = marker_offset + 1 if first_unstable is None else first_unstable
+        i = max(bisect_right(self._bases, marker_offset) - 1, 0)
+        self._segments[i].txn_index.append(AbortedTxn(producer_id, first_offset, marker_offset, lso),
+                                           fsync=True)
+        self._any_aborted = True
 
     def set_high_watermark(self, offset: int) -> None:
         """For replication: hold the high watermark below the log end offset."""
@@ -255,8 +303,11 @@ class PartitionLog:
                 active = self._segments[-1]
             active.append(batch, base, nxt, max_ts)
             if producer_id >= 0:
-                self.producers.update(producer_id, fields[10], fields[11], base, nxt - 1, max_ts,
-                                      attributes, self.clock())
+                ended = self.producers.update(producer_id, fields[10], fields[11], base, nxt - 1, max_ts,
+                                              attributes, self.clock())
+                if (ended is not None and attributes & _CONTROL_BIT
+                        and control_type_of(batch) == ControlType.ABORT):
+                    self._index_abort(producer_id, ended, base)
             self._high_watermark = nxt
             if nxt - self._checkpoint.recovery_point >= self._flush_messages or (
                 self._timed_flush and self.clock() - self._last_flush_ms >= self.config.flush_ms
@@ -450,7 +501,7 @@ class PartitionLog:
             self._high_watermark = min(self._high_watermark, end)
             self._checkpoint.recovery_point = min(self._checkpoint.recovery_point, end)
             self._checkpoint.cleaner_offset = min(self._checkpoint.cleaner_offset, end)
-            self.producers.truncate(self._segments, end, self.clock())
+            self.producers.truncate(self._segments, end, self.clock(), _TxnIndexRebuild(self))
             self._write_checkpoint()
 
     def update_config(self, config: LogConfig) -> None:

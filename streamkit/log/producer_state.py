@@ -51,13 +51,14 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from crc32c import crc32c
 
 from streamkit.log.batch import HEADER_SIZE, BatchHeader, iter_batch_spans, parse_header
 from streamkit.log.checkpoint import write_atomically
 from streamkit.log.errors import InvalidBatchError, LogError
+from streamkit.log.records import control_type_of
 from streamkit.log.segment import Segment
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "BatchMetadata",
     "InvalidProducerEpochError",
     "InvalidTxnStateError",
+    "MarkerSink",
     "OutOfOrderSequenceError",
     "ProducerEntry",
     "ProducerStateError",
@@ -99,6 +101,16 @@ class AppendOrigin(enum.Enum):
     CLIENT = "client"  # Produce: duplicates answered, epochs and sequences checked
     COORDINATOR = "coordinator"  # the broker's own writers: epochs checked
     REPLICATION = "replication"  # copying a leader's log: nothing checked
+
+
+class MarkerSink(Protocol):
+    """Who hears of the transaction markers a replay meets (the partition's transaction
+    indexes, rebuilt for the replayed range)."""
+
+    def replay_from(self, offset: int) -> None: ...
+
+    def marker(self, producer_id: int, control_type: int, first_offset: int | None,
+               marker_offset: int) -> None: ...
 
 
 class ProducerStateError(LogError):
@@ -173,7 +185,14 @@ class ProducerStateManager:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction: what holds back the last
+        # stable offset. Empty (and so free to check) when no transaction is open.
+        self.ongoing: dict[int, int] = {}
         self._snapshot_offset: int | None = None
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction (None: no open transaction)."""
+        return min(self.ongoing.values()) if self.ongoing else None
 
     # -- the state machine ---------------------------------------------------------------
 
@@ -215,8 +234,10 @@ class ProducerStateManager:
         return None
 
     def update(self, producer_id: int, epoch: int, first_seq: int, first_offset: int, last_offset: int,
-               timestamp: int, attributes: int, now_ms: int) -> None:
-        """Record an appended batch of ``producer_id`` (after ``check`` let it through)."""
+               timestamp: int, attributes: int, now_ms: int) -> int | None:
+        """Record an appended batch of ``producer_id`` (after ``check`` let it through).
+        For a control batch: the first offset of the transaction it ends (None if the
+        producer wrote nothing here in that transaction)."""
         entry = self.producers.get(producer_id)
         if entry is None:
             entry = self.producers[producer_id] = ProducerEntry(producer_id, epoch, now_ms)
@@ -225,20 +246,27 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.last_timestamp = now_ms
         if attributes & _CONTROL_BIT:
+            ended = entry.current_txn_first_offset
             entry.current_txn_first_offset = None
-            return
+            self.ongoing.pop(producer_id, None)
+            return ended
         if first_seq >= 0:
             last_seq = last_sequence(first_seq, last_offset - first_offset)
             entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
         if attributes & _TRANSACTIONAL_BIT and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = first_offset
+            self.ongoing[producer_id] = first_offset
+        return None
 
-    def replay(self, header: BatchHeader, now_ms: int) -> None:
+    def replay(self, header: BatchHeader, now_ms: int, control_type: int = -1,
+               markers: MarkerSink | None = None) -> None:
         """Rebuild from a stored batch's header (no checks: it is in the log already)."""
         if header.producer_id >= 0:
-            self.update(header.producer_id, header.producer_epoch, header.base_sequence,
-                        header.base_offset, header.last_offset, header.max_timestamp,
-                        header.attributes, now_ms)
+            ended = self.update(header.producer_id, header.producer_epoch, header.base_sequence,
+                                header.base_offset, header.last_offset, header.max_timestamp,
+                                header.attributes, now_ms)
+            if markers is not None and header.attributes & _CONTROL_BIT:
+                markers.marker(header.producer_id, control_type, ended, header.base_offset)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers unseen for ``expiration_ms`` (never one inside a transaction)."""
@@ -265,9 +293,11 @@ class ProducerStateManager:
         for old in self.snapshot_offsets()[:-_KEEP_SNAPSHOTS]:
             self._path(old).unlink(missing_ok=True)
 
-    def load(self, segments: Sequence[Segment], log_end_offset: int, now_ms: int) -> int:
+    def load(self, segments: Sequence[Segment], log_end_offset: int, now_ms: int,
+             markers: MarkerSink | None = None) -> int:
         """Rebuild the state: newest valid snapshot, then the headers past it. Returns the
-        number of batches replayed from the log."""
+        number of batches replayed from the log. ``markers`` hears where the replay starts
+        and every transaction marker it meets."""
         for tmp in self.directory.glob(f"*{_SUFFIX}.tmp"):
             tmp.unlink()
         self.producers = {}
@@ -286,16 +316,21 @@ class ProducerStateManager:
             start = offset
             self._snapshot_offset = offset
             break
+        self.ongoing = {pid: e.current_txn_first_offset for pid, e in self.producers.items()
+                        if e.current_txn_first_offset is not None}
+        if markers is not None:
+            markers.replay_from(start)
         replayed = 0
-        for header in _headers_from(segments, start):
-            self.replay(header, now_ms)
+        for header, control_type in _headers_from(segments, start):
+            self.replay(header, now_ms, control_type, markers)
             replayed += 1
         return replayed
 
-    def truncate(self, segments: Sequence[Segment], log_end_offset: int, now_ms: int) -> None:
+    def truncate(self, segments: Sequence[Segment], log_end_offset: int, now_ms: int,
+                 markers: MarkerSink | None = None) -> None:
         """The log lost everything from ``log_end_offset`` on: rebuild without it."""
         self._snapshot_offset = None
-        self.load(segments, log_end_offset, now_ms)
+        self.load(segments, log_end_offset, now_ms, markers)
 
 
 def encode_snapshot(end_offset: int, entries: Iterable[ProducerEntry]) -> bytes:
@@ -340,8 +375,9 @@ def decode_snapshot(data: bytes, expected_offset: int) -> dict[int, ProducerEntr
     return producers
 
 
-def _headers_from(segments: Sequence[Segment], offset: int) -> Iterator[BatchHeader]:
-    """Headers of the stored batches from the one holding ``offset`` on, read in chunks."""
+def _headers_from(segments: Sequence[Segment], offset: int) -> Iterator[tuple[BatchHeader, int]]:
+    """Headers of the stored batches from the one holding ``offset`` on, read in chunks,
+    each with its ControlType when it is a control batch (-1 otherwise)."""
     for seg in segments:
         if seg.next_offset <= offset or not seg.size:
             continue
@@ -350,10 +386,12 @@ def _headers_from(segments: Sequence[Segment], offset: int) -> Iterator[BatchHea
             chunk = os.pread(seg.fd, min(_SCAN_CHUNK, seg.size - pos), pos)
             consumed = 0
             for rel, size, _base, _last in iter_batch_spans(chunk):
-                yield parse_header(chunk, rel)
+                header = parse_header(chunk, rel)
+                control = control_type_of(chunk[rel : rel + size]) if header.attributes & _CONTROL_BIT else -1
+                yield header, control
                 consumed = rel + size
             if consumed == 0:  # one batch larger than the chunk: its header is enough
                 header = parse_header(chunk, 0)
-                yield header
+                yield header, -1
                 consumed = header.size
             pos += consumed

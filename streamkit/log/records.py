@@ -43,6 +43,7 @@ __all__ = [
     "Record",
     "build_batch",
     "build_control_batch",
+    "control_type_of",
     "decode_batch",
     "decode_control_key",
     "read_varint",
@@ -269,6 +270,15 @@ def decode_control_key(key: bytes) -> int:
         raise CorruptBatchError("control record key is shorter than 4 bytes")
     _version, control_type = _CONTROL_KEY.unpack_from(key, 0)
     return int(control_type)
+
+
+def control_type_of(batch: bytes | memoryview) -> int:
+    """The ControlType of a whole control batch (ABORT 0, COMMIT 1; -1 when it has no
+    record, which Kafka's cleaner leaves behind)."""
+    _header, records = decode_batch(bytes(batch), verify=False)
+    if not records or records[0].key is None:
+        return -1
+    return decode_control_key(records[0].key)
 
 
 def records_of(batches: Iterable[bytes]) -> list[Record]:

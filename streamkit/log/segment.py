@@ -23,6 +23,7 @@ from streamkit.log.batch import (
     peek_offsets,
 )
 from streamkit.log.index import OffsetIndex, TimeIndex
+from streamkit.log.txn_index import TxnIndex, txn_index_path
 
 __all__ = ["Segment", "segment_path"]
 
@@ -70,6 +71,7 @@ class Segment:
                                         base_offset)
         self.time_index = TimeIndex(segment_path(directory, base_offset, ".timeindex" + suffix),
                                     base_offset)
+        self.txn_index = TxnIndex.load(txn_index_path(directory, base_offset, suffix))
 
     # -- opening -------------------------------------------------------------------------
 
@@ -78,6 +80,7 @@ class Segment:
                suffix: str = "") -> Segment:
         seg = cls(directory, base_offset, index_interval_bytes, suffix)
         os.ftruncate(seg.fd, 0)
+        seg.txn_index.delete()
         seg.flush(fsync=False)
         return seg
 
@@ -361,6 +364,7 @@ class Segment:
         self.offset_index.truncate_to_position(pos)
         self.time_index.truncate_to_offset(batch.base_offset)
         os.ftruncate(self.fd, pos)
+        self.txn_index.truncate_from(batch.base_offset)
         self.size = pos
         self.max_timestamp = -1
         self.first_timestamp = None
@@ -377,3 +381,4 @@ class Segment:
         self.close()
         for path in (self.path, self.offset_index.path, self.time_index.path):
             path.unlink(missing_ok=True)
+        self.txn_index.delete()

@@ -85,7 +85,7 @@ def complete_swap(directory: Path, base_offset: int, keep_empty: bool) -> bool:
     if kept:
         os.replace(swapped, _path(directory, base_offset, ".log"))
     else:
-        for suffix in _SUFFIXES:
+        for suffix in (*_SUFFIXES, ".txnindex"):  # an emptied segment holds no marker either
             _path(directory, base_offset, suffix).unlink(missing_ok=True)
         swapped.unlink()
     fsync_dir(directory)

@@ -26,7 +26,8 @@ from streamkit.broker.group.records import (
     partition_for_group,
 )
 from streamkit.broker.group.state import GroupState
-from streamkit.log.records import Record, decode_batch
+from streamkit.log.batch import BatchHeader
+from streamkit.log.records import ControlType, Record, build_control_batch, decode_batch
 
 DELAY = 3000
 SETTINGS = GroupSettings(
@@ -50,18 +51,21 @@ class MemoryStore:
     """The injected OffsetsStore: batches per partition of __consumer_offsets."""
 
     def __init__(self) -> None:
-        self.batches: dict[int, list[bytes]] = defaultdict(list)
+        self.stored: dict[int, list[bytes]] = defaultdict(list)
 
     def append(self, partition: int, batch: bytes) -> None:
         assert 0 <= partition < PARTITIONS
         decode_batch(batch)  # a valid v2 batch (CRC checked)
-        self.batches[partition].append(bytes(batch))
+        self.stored[partition].append(bytes(batch))
 
     def records(self, partition: int) -> Iterable[Record]:
-        return [r for batch in self.batches.get(partition, []) for r in decode_batch(batch)[1]]
+        return [r for batch in self.stored.get(partition, []) for r in decode_batch(batch)[1]]
+
+    def batches(self, partition: int) -> Iterable[tuple[BatchHeader, list[Record]]]:
+        return [decode_batch(batch) for batch in self.stored.get(partition, [])]
 
     def all_records(self) -> list[tuple[int, Record]]:
-        return [(p, r) for p in sorted(self.batches) for r in self.records(p)]
+        return [(p, r) for p in sorted(self.stored) for r in self.records(p)]
 
 
 def jreq(member_id: str = "", *, instance: str | None = None,
@@ -196,7 +200,7 @@ def test_commit_with_a_generation_to_an_unknown_group_is_an_old_generation() -> 
     env = Env()
     error, results = env.co.commit("g", "m", None, 5, commit_one())
     assert error == ErrorCode.illegal_generation and results == {}
-    assert env.co.get("g") is None and env.co.fetch("g", None) == {} and not env.store.batches
+    assert env.co.get("g") is None and env.co.fetch("g", None) == {} and not env.store.stored
 
 
 def test_simple_commit_to_an_emptied_group_is_accepted() -> None:
@@ -312,7 +316,7 @@ def test_records_go_to_the_groups_partition_in_kafka_layout() -> None:
     a, s, gen = env.stable("my-group")
     env.co.commit("my-group", a, None, gen, commit_one("t", 4, 99))
     expected = partition_for_group("my-group", PARTITIONS)
-    assert set(env.store.batches) == {expected}
+    assert set(env.store.stored) == {expected}
     keys = [decode_key(r.key) for _, r in env.store.all_records() if r.key is not None]
     assert ("my-group",) in keys and ("my-group", "t", 4) in keys
     group_values = [
@@ -563,3 +567,48 @@ def test_partition_for_group_matches_kafka(group_id: str, java_hash: int, partit
     assert java_string_hash(group_id) == java_hash
     expected = (0 if java_hash == -(2**31) else abs(java_hash)) % partitions
     assert partition_for_group(group_id, partitions) == expected
+
+
+# -- transactional offsets (TxnOffsetCommit) -------------------------------------------------
+
+
+def _marker(pid: int, commit: bool) -> bytes:
+    return build_control_batch(ControlType.COMMIT if commit else ControlType.ABORT, producer_id=pid,
+                               producer_epoch=0, coordinator_epoch=0, timestamp=0)
+
+
+def test_txn_offsets_are_visible_only_after_commit() -> None:
+    env = Env()
+    assert env.co.commit_txn("g", "", None, -1, 7, 0, commit_one(offset=10))[0] == ErrorCode.none
+    assert env.co.fetch("g", [("t", 0)]) == {("t", 0): None}
+    assert env.co.has_pending("g", ("t", 0))
+    env.co.complete_txn(7, commit=True)
+    assert env.co.fetch("g", [("t", 0)])[("t", 0)].offset == 10  # type: ignore[union-attr]
+    assert not env.co.has_pending("g", ("t", 0))
+    env.co.commit_txn("g", "", None, -1, 7, 0, commit_one(offset=20))
+    env.co.complete_txn(7, commit=False)
+    assert env.co.fetch("g", [("t", 0)])[("t", 0)].offset == 10  # type: ignore[union-attr]
+
+
+def test_replay_drops_aborted_and_keeps_committed_txn_offsets() -> None:
+    env = Env()
+    partition = partition_for_group("g", PARTITIONS)
+    env.co.commit_txn("g", "", None, -1, 7, 0, commit_one(offset=10))
+    env.store.append(partition, _marker(7, commit=True))
+    env.co.commit_txn("g", "", None, -1, 7, 0, commit_one(offset=20))
+    env.store.append(partition, _marker(7, commit=False))
+    env.co.commit_txn("g", "", None, -1, 8, 0, commit_one(partition=1, offset=30))  # still open
+    again = env.reopen()
+    assert again.co.fetch("g", [("t", 0), ("t", 1)])[("t", 0)].offset == 10  # type: ignore[union-attr]
+    assert again.co.fetch("g", [("t", 1)]) == {("t", 1): None}
+    assert again.co.has_pending("g", ("t", 1))
+    again.co.complete_txn(8, commit=True)
+    assert again.co.fetch("g", [("t", 1)])[("t", 1)].offset == 30  # type: ignore[union-attr]
+
+
+def test_txn_commit_from_a_stale_generation_is_refused() -> None:
+    env = Env()
+    a, _s, gen = env.stable()
+    assert env.co.commit_txn("g", a, None, gen + 1, 7, 0, commit_one())[0] == ErrorCode.illegal_generation
+    assert env.co.commit_txn("g", "who", None, gen, 7, 0, commit_one())[0] == ErrorCode.unknown_member_id
+    assert env.co.commit_txn("g", a, None, gen, 7, 0, commit_one())[0] == ErrorCode.none

@@ -39,7 +39,8 @@ from streamkit.broker.group.records import (
     partition_for_group,
 )
 from streamkit.broker.group.state import GroupState
-from streamkit.log.records import Record, build_batch
+from streamkit.log.batch import BatchHeader
+from streamkit.log.records import ControlType, Record, build_batch, decode_control_key
 
 __all__ = ["CommitRequest", "GroupCoordinator", "GroupDescription", "OffsetsStore"]
 
@@ -50,11 +51,13 @@ TopicPartition = tuple[str, int]
 
 
 class OffsetsStore(Protocol):
-    """Where the coordinator's records go: partitions of ``__consumer_offsets``."""
+    """Where the coordinator's records go: partitions of ``__consumer_offsets``. ``batches``
+    yields each stored batch's header with its records (from the log start offset on), so
+    that a replay can tell transactional offsets and transaction markers apart."""
 
     def append(self, partition: int, batch: bytes) -> None: ...
 
-    def records(self, partition: int) -> Iterable[Record]: ...
+    def batches(self, partition: int) -> Iterable[tuple[BatchHeader, list[Record]]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,9 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
         self._persisted: dict[str, tuple[int, GroupState, tuple[str, ...]]] = {}
+        # Offsets committed inside a transaction (TxnOffsetCommit), by producer id: written
+        # to the topic at once, visible only when the transaction's COMMIT marker is.
+        self.pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetCommitValue]]] = {}
 
     # -- loading -------------------------------------------------------------------------
 
@@ -105,29 +111,43 @@ class GroupCoordinator:
         group's last generation (members come back Stable and keep heartbeating)."""
         now = self.clock()
         for partition in range(self.num_partitions):
-            for record in self.store.records(partition):
-                if record.key is None:
+            for header, records in self.store.batches(partition):
+                if header.is_control:
+                    if records and records[0].key is not None:
+                        self.complete_txn(header.producer_id,
+                                          decode_control_key(records[0].key) == ControlType.COMMIT)
                     continue
-                key = decode_key(record.key)
-                if key is None:
-                    continue
-                if len(key) == 3:
-                    group, topic, part = key
-                    if record.value is None:
-                        self.offsets.get(group, {}).pop((topic, part), None)
-                    else:
-                        self.offsets.setdefault(group, {})[(topic, part)] = decode_offset_value(record.value)
-                else:
-                    (group,) = key
-                    if record.value is None:
-                        self.groups.pop(group, None)
-                        self.offsets.pop(group, None)
-                        self._persisted.pop(group, None)
-                    else:
-                        self.groups[group] = self._restore(group, decode_group_value(record.value), now)
+                txn_pid = header.producer_id if header.is_transactional else None
+                for record in records:
+                    self._replay(record, now, txn_pid)
         for group in self.offsets:
             self.groups.setdefault(group, Group(group, self.settings))
         log.info("loaded %d groups from %s", len(self.groups), OFFSETS_TOPIC)
+
+    def _replay(self, record: Record, now: int, txn_pid: int | None) -> None:
+        if record.key is None:
+            return
+        key = decode_key(record.key)
+        if key is None:
+            return
+        if len(key) == 3:
+            group, topic, part = key
+            if txn_pid is not None:
+                if record.value is not None:
+                    self.pending_txn.setdefault(txn_pid, {}).setdefault(group, {})[(topic, part)] = (
+                        decode_offset_value(record.value))
+            elif record.value is None:
+                self.offsets.get(group, {}).pop((topic, part), None)
+            else:
+                self.offsets.setdefault(group, {})[(topic, part)] = decode_offset_value(record.value)
+            return
+        (group,) = key
+        if record.value is None:
+            self.groups.pop(group, None)
+            self.offsets.pop(group, None)
+            self._persisted.pop(group, None)
+        else:
+            self.groups[group] = self._restore(group, decode_group_value(record.value), now)
 
     def _restore(self, group_id: str, value: GroupMetadataValue, now_ms: int) -> Group:
         group = Group(group_id, self.settings, loaded_members=bool(value.members))
@@ -309,6 +329,58 @@ class GroupCoordinator:
             for tp, value in accepted:
                 cache[tp] = value
         return ErrorCode.none, results
+
+    def commit_txn(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                   producer_id: int, producer_epoch: int,
+                   offsets: list[CommitRequest]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """TxnOffsetCommit: the offsets go to the topic as a transactional batch of
+        ``producer_id`` and stay pending until its transaction's marker (``complete_txn``).
+        The group checks are KIP-447's: a member (generation >= 0) must be current."""
+        if generation_id >= 0 or member_id:
+            group = self.groups.get(group_id)
+            if group is not None and group.is_static_fenced(member_id, instance_id):
+                return ErrorCode.fenced_instance_id, {}
+            if group is not None and member_id and not group.has_member(member_id):
+                return ErrorCode.unknown_member_id, {}
+            if group is not None and generation_id >= 0 and generation_id != group.generation_id:
+                return ErrorCode.illegal_generation, {}
+        now = self.clock()
+        results: dict[TopicPartition, ErrorCode] = {}
+        records = []
+        accepted: list[tuple[TopicPartition, OffsetCommitValue]] = []
+        for c in offsets:
+            metadata = c.metadata or ""
+            if _java_length(metadata) > self.metadata_max_bytes:
+                results[(c.topic, c.partition)] = ErrorCode.offset_metadata_too_large
+                continue
+            value = OffsetCommitValue(c.offset, c.leader_epoch, metadata, now)
+            records.append(Record(key=encode_offset_key(group_id, c.topic, c.partition),
+                                  value=encode_offset_value(value), timestamp=now))
+            accepted.append(((c.topic, c.partition), value))
+            results[(c.topic, c.partition)] = ErrorCode.none
+        if records:
+            # Appended as the producer's own transactional batch: the partition checks its
+            # epoch (a fenced producer fails here) and holds the LSO until the marker.
+            self.store.append(self._partition(group_id), build_batch(
+                records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True))
+            pending = self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
+            for tp, value in accepted:
+                pending[tp] = value
+        return ErrorCode.none, results
+
+    def complete_txn(self, producer_id: int, commit: bool) -> None:
+        """A transaction marker of ``producer_id`` reached ``__consumer_offsets``: its pending
+        offsets become the committed ones (COMMIT) or are dropped (ABORT)."""
+        pending = self.pending_txn.pop(producer_id, None)
+        if not pending or not commit:
+            return
+        for group_id, offsets in pending.items():
+            self.offsets.setdefault(group_id, {}).update(offsets)
+            self.groups.setdefault(group_id, Group(group_id, self.settings))
+
+    def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
+        """An open transaction holds offsets for ``tp`` (OffsetFetch's require_stable)."""
+        return any(tp in groups.get(group_id, {}) for groups in self.pending_txn.values())
 
     def fetch(self, group_id: str, partitions: list[TopicPartition] | None) -> dict[TopicPartition, OffsetCommitValue | None]:
         cache = self.offsets.get(group_id, {})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamkit.broker.handlers import admin, cluster, data, groups
+from streamkit.broker.handlers import admin, cluster, data, groups, txn
 from streamkit.broker.handlers.common import Handler
 
 __all__ = ["HANDLERS"]
@@ -26,10 +26,16 @@ HANDLERS: dict[int, Handler] = {
     20: admin.delete_topics,
     21: data.delete_records,
     22: cluster.init_producer_id,
+    24: txn.add_partitions_to_txn,
+    25: txn.add_offsets_to_txn,
+    26: txn.end_txn,
+    28: txn.txn_offset_commit,
     32: admin.describe_configs,
     33: admin.alter_configs,
     37: admin.create_partitions,
     42: groups.delete_groups,
     44: admin.incremental_alter_configs,
     60: cluster.describe_cluster,
+    65: txn.describe_transactions,
+    66: txn.list_transactions,
 }

@@ -8,6 +8,7 @@ from typing import Any
 from streamkit.broker.codec import Request, api_versions_response
 from streamkit.broker.errors import BrokerError, ErrorCode
 from streamkit.broker.handlers.common import LEADER_EPOCH, NO_OPERATIONS, Reply, field
+from streamkit.broker.handlers.txn import fenced_for
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.broker.topics import TopicInfo
 
@@ -99,21 +100,14 @@ _TRANSACTION_KEY = 1
 
 
 def _coordinator(state: BrokerState, key: str, key_type: int) -> dict[str, Any]:
-    if key_type == _TRANSACTION_KEY:
-        # Not COORDINATOR_NOT_AVAILABLE: that is retriable, so a transactional producer
-        # (librdkafka's init_transactions, Java's initTransactions) would retry it until its
-        # timeout and never learn why. TRANSACTIONAL_ID_AUTHORIZATION_FAILED is what Kafka
-        # answers a producer that may not use transactions: it fails at once, as documented.
-        return {"key": key, "node_id": -1, "host": "", "port": -1,
-                "error_code": ErrorCode.transactional_id_authorization_failed,
-                "error_message": "transactions are not supported by this broker yet"}
-    if key_type != _GROUP_KEY:
+    if key_type not in (_GROUP_KEY, _TRANSACTION_KEY):
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": ErrorCode.invalid_request,
                 "error_message": f"unknown coordinator key type {key_type}"}
     if not key:
+        code = ErrorCode.invalid_group_id if key_type == _GROUP_KEY else ErrorCode.invalid_request
         return {"key": key, "node_id": -1, "host": "", "port": -1,
-                "error_code": ErrorCode.invalid_group_id, "error_message": "empty group id"}
+                "error_code": code, "error_message": "empty coordinator key"}
     return {"key": key, "node_id": state.node_id, "host": state.advertised_host,
             "port": state.advertised_port, "error_code": ErrorCode.none, "error_message": None}
 
@@ -133,11 +127,14 @@ _MAX_EPOCH = 32767
 
 async def init_producer_id(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
-    if field(body, "transactional_id") is not None:
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
-                "producer_id": -1, "producer_epoch": -1}
     producer_id = int(field(body, "producer_id", -1))
     epoch = int(field(body, "producer_epoch", -1))
+    txn_id = field(body, "transactional_id")
+    if txn_id is not None:
+        result = state.txns.init_producer_id(
+            txn_id, int(body.transaction_timeout.total_seconds() * 1000), producer_id, epoch)
+        return {"throttle_time": 0, "error_code": fenced_for(req, result.error),
+                "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
     if producer_id >= 0 and 0 <= epoch < _MAX_EPOCH:
         return {"throttle_time": 0, "error_code": ErrorCode.none,
                 "producer_id": producer_id, "producer_epoch": epoch + 1}

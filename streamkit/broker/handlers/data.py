@@ -9,6 +9,7 @@ it verbatim; Fetch returns stored bytes. Neither decodes records.
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Any
 
 from streamkit.broker.codec import Request
@@ -30,16 +31,39 @@ _MAX_TIMESTAMP = -3
 _READ_COMMITTED = 1
 
 
+_TRANSACTIONAL = 0x10  # the attributes bit of a transactional batch (low byte at 22)
+_ATTRIBUTES_LOW = 22
+_PRODUCER = struct.Struct(">qh")  # producerId, producerEpoch at byte 43
+
+
 def _last_stable_offset(plog: PartitionLog) -> int:
-    # No transactions yet: nothing is pending, so the LSO is the high watermark. Kept as
-    # its own function so transactions can hold it back without touching callers.
-    return plog.high_watermark
+    return plog.last_stable_offset
+
+
+def _check_transactional(state: BrokerState, txn_id: str | None, topic: str, partition: int,
+                         records: bytes) -> tuple[ErrorCode, str | None]:
+    """A Produce's batch against its transaction: a transactional.id needs transactional
+    batches of its current producer, to partitions added to the open transaction; without
+    one, no batch may claim to be transactional."""
+    transactional = bool(records[_ATTRIBUTES_LOW] & _TRANSACTIONAL)
+    if txn_id is None:
+        if transactional:
+            return ErrorCode.transactional_id_authorization_failed, "a transactional batch needs a transactional.id"
+        return ErrorCode.none, None
+    if not transactional:
+        return ErrorCode.invalid_record, f"transactional.id {txn_id!r} sent a batch that is not transactional"
+    producer_id, epoch = _PRODUCER.unpack_from(records, 43)
+    error = state.txns.check_ongoing(txn_id, producer_id, epoch, (topic, partition))
+    if error == ErrorCode.none:
+        return error, None
+    return error, f"{topic}-{partition} is not part of an open transaction of {txn_id!r} (producer {producer_id} epoch {epoch})"
 
 
 # -- Produce -------------------------------------------------------------------------------
 
 
-def _append(state: BrokerState, topic: str, partition: int, records: bytes | None) -> dict[str, Any]:
+def _append(state: BrokerState, topic: str, partition: int, records: bytes | None,
+            txn_id: str | None) -> dict[str, Any]:
     result: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": -1,
                               "log_start_offset": -1, "record_errors": [], "error_message": None}
     info = state.topics.get(topic)
@@ -55,6 +79,10 @@ def _append(state: BrokerState, topic: str, partition: int, records: bytes | Non
     if size < len(records):
         return {**result, "error_code": ErrorCode.invalid_record,
                 "error_message": "a produce request carries exactly one record batch per partition"}
+    code, message = _check_transactional(state, txn_id, topic, partition, records)
+    if code != ErrorCode.none:
+        log.info("refused batch for %s-%d: %s (%s)", topic, partition, message, code.name)
+        return {**result, "error_code": code, "error_message": message}
     try:
         appended = plog.append(records, origin=AppendOrigin.CLIENT)
     except LogError as exc:
@@ -71,20 +99,17 @@ def _append(state: BrokerState, topic: str, partition: int, records: bytes | Non
 async def produce(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     acks = int(body.acks)
+    txn_id = field(body, "transactional_id")
     responses = []
     for topic in body.topic_data:
         partitions = []
         for p in topic.partition_data:
-            if field(body, "transactional_id") is not None:
-                partitions.append({"index": p.index, "error_code": ErrorCode.transactional_id_authorization_failed,
-                                   "base_offset": -1, "log_append_time": -1, "log_start_offset": -1,
-                                   "record_errors": [], "error_message": "transactions are not supported yet"})
-            elif acks not in (0, 1, -1):
+            if acks not in (0, 1, -1):
                 partitions.append({"index": p.index, "error_code": ErrorCode.invalid_required_acks,
                                    "base_offset": -1, "log_append_time": -1, "log_start_offset": -1,
                                    "record_errors": [], "error_message": f"acks={acks}"})
             else:
-                partitions.append(_append(state, topic.name, int(p.index), p.records))
+                partitions.append(_append(state, topic.name, int(p.index), p.records, txn_id))
         responses.append({"name": topic.name, "partition_responses": partitions})
     if acks == 0:
         return None
@@ -117,11 +142,15 @@ def _fetch_partition(state: BrokerState, topic: str, p: Any, budget: int, first:
     if limit <= 0 or offset >= upper:
         return {**out, "error_code": ErrorCode.none}, 0
     try:
-        data = plog.read(offset, limit, max_offset=upper)
+        data, next_offset = plog.read_chunk(offset, limit, max_offset=upper)
     except LogError as exc:
         return {**out, "error_code": error_code_for(exc)}, 0
     if len(data) > limit and not first:
         data = b""  # only the response's first partition may exceed the limits (KIP-74)
+    if read_committed and data:
+        out["aborted_transactions"] = [
+            {"producer_id": a.producer_id, "first_offset": a.first_offset}
+            for a in plog.aborted_transactions(offset, min(next_offset, upper))]
     return {**out, "error_code": ErrorCode.none, "records": data}, len(data)
 
 

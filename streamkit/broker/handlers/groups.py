@@ -126,32 +126,36 @@ async def offset_commit(state: BrokerState, req: Request, client: ClientInfo) ->
     return {"throttle_time": 0, "topics": topics}
 
 
-def _fetch_group(state: BrokerState, group_id: str, topics: Any) -> list[dict[str, Any]]:
+def _fetch_group(state: BrokerState, group_id: str, topics: Any, require_stable: bool) -> list[dict[str, Any]]:
     wanted = None
     if topics is not None:
         wanted = [(t.name, int(i)) for t in topics for i in t.partition_indexes]
     found = state.coordinator.fetch(group_id, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), value in found.items():
+        # KIP-447: a read_committed consumer asks for stable offsets; one an open
+        # transaction is about to change is UNSTABLE_OFFSET_COMMIT (retriable) until it ends.
+        unstable = require_stable and state.coordinator.has_pending(group_id, (topic, partition))
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
-            "committed_offset": value.offset if value else -1,
-            "committed_leader_epoch": value.leader_epoch if value else -1,
-            "metadata": value.metadata if value else "",
-            "error_code": ErrorCode.none,
+            "committed_offset": -1 if unstable or not value else value.offset,
+            "committed_leader_epoch": value.leader_epoch if value and not unstable else -1,
+            "metadata": value.metadata if value and not unstable else "",
+            "error_code": ErrorCode.unstable_offset_commit if unstable else ErrorCode.none,
         })
     return [{"name": t, "partitions": sorted(ps, key=lambda x: x["partition_index"])} for t, ps in by_topic.items()]
 
 
 async def offset_fetch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
+    stable = bool(field(body, "require_stable", False))
     groups = field(body, "groups")
     if groups is not None:  # v8+: several groups in one request
         return {"throttle_time": 0, "groups": [
-            {"group_id": g.group_id, "topics": _fetch_group(state, g.group_id, g.topics),
+            {"group_id": g.group_id, "topics": _fetch_group(state, g.group_id, g.topics, stable),
              "error_code": ErrorCode.none} for g in groups]}
     return {"throttle_time": 0, "error_code": ErrorCode.none,
-            "topics": _fetch_group(state, body.group_id, body.topics)}
+            "topics": _fetch_group(state, body.group_id, body.topics, stable)}
 
 
 async def describe_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
