@@ -85,7 +85,15 @@ class CommonConfig(BaseModel):
     exactly_once_support: Literal["requested", "required"] = PField(
         "requested", alias="exactly.once.support", description="Sources: whether exactly-once is required.")
     transaction_boundary: Literal["poll", "interval", "connector"] = PField(
-        "poll", alias="transaction.boundary", description="Sources: transaction boundaries (exactly-once only).")
+        "poll", alias="transaction.boundary",
+        description="Sources with exactly-once: commit a transaction after every poll, or every "
+                    "transaction.boundary.interval.ms ('connector' is refused: no connector defines boundaries).")
+    transaction_boundary_interval_ms: int | None = PField(
+        None, alias="transaction.boundary.interval.ms", ge=0,
+        description="With transaction.boundary=interval: how often (ms) to commit; default offset.flush.interval.ms.")
+    offsets_storage_topic: str | None = PField(
+        None, alias="offsets.storage.topic",
+        description="Accepted only when equal to the worker's offset.storage.topic (no per-connector offset topics).")
     offset_flush_interval_ms: int | None = PField(
         None, alias="offset.flush.interval.ms", ge=1,
         description="Override of the worker's offset commit interval for this connector.")
@@ -100,15 +108,6 @@ class CommonConfig(BaseModel):
                 re.compile(value)
             except re.error as exc:
                 raise ValueError(f"Invalid regex: {exc}") from None
-        return value
-
-    @field_validator("exactly_once_support")
-    @classmethod
-    def _no_eos(cls, value: str) -> str:
-        if value == "required":
-            raise ValueError("exactly.once.support=required is not available yet: exactly-once source "
-                             "connectors need broker transactions, which streamkit's Connect runtime does "
-                             "not use yet. Use 'requested' (at-least-once delivery).")
         return value
 
 
@@ -188,6 +187,8 @@ def _check(config: dict[str, str], registry: PluginRegistry, worker: Mapping[str
                    else "topics and topics.regex are mutually exclusive options, but both are set.")
             problems.setdefault("topics", []).append(msg)
             problems.setdefault("topics.regex", []).append(msg)
+        if issubclass(cls, SourceConnector):
+            _merge(problems, _exactly_once_problems(config, cls, built.get("connector"), worker))
         if issubclass(cls, SourceConnector) and config.get("errors.deadletterqueue.topic.name"):
             problems.setdefault("errors.deadletterqueue.topic.name", []).append(
                 "Dead-letter queues are only supported for sink connectors (as in Kafka Connect).")
@@ -209,6 +210,35 @@ def _check(config: dict[str, str], registry: PluginRegistry, worker: Mapping[str
     except ConfigError as exc:
         _merge(problems, exc.problems)
     return problems, built
+
+
+def _exactly_once_problems(config: Mapping[str, str], cls: type[SourceConnector],
+                           connector_config: ConnectorConfig | None, worker: Mapping[str, Any]
+                           ) -> dict[str, list[str]]:
+    """A source's exactly-once keys against the worker's ``exactly.once.source.support``
+    and the connector's own ``exactly_once_support`` (Kafka's KIP-618 preflight checks)."""
+    problems: dict[str, list[str]] = {}
+    support = str(worker.get("exactly.once.source.support") or "disabled")
+    enabled = support == "enabled"
+    if config.get("exactly.once.support") == "required":
+        if not enabled:
+            problems["exactly.once.support"] = [
+                "exactly.once.support=required needs exactly.once.source.support=enabled on the worker "
+                f"(it is {support!r}); only distributed workers can enable it"]
+        elif connector_config is not None and not cls().exactly_once_support(connector_config):
+            problems["exactly.once.support"] = [
+                f"exactly.once.support=required, but {cls.__name__} cannot write its records and "
+                "offsets in one transaction (its exactly_once_support() is False)"]
+    if enabled and config.get("transaction.boundary") == "connector":
+        problems["transaction.boundary"] = [
+            f"transaction.boundary=connector: {cls.__name__} does not define its own transaction "
+            "boundaries; use poll or interval"]
+    topic = config.get("offsets.storage.topic")
+    if topic and topic != worker.get("offset.storage.topic"):
+        problems["offsets.storage.topic"] = [
+            "per-connector offset topics are not supported: leave offsets.storage.topic unset "
+            "(the worker's offset.storage.topic is used)"]
+    return problems
 
 
 def _aliased(problems: dict[str, list[str]], model: type[BaseModel]) -> dict[str, list[str]]:

@@ -19,6 +19,12 @@ topic, sinks from their group's committed offsets. Any worker answers every REST
 change is written to the config topic, and the call returns once this worker has read it
 back. A brief overlap while units move is possible (delivery is at-least-once); sink
 tasks never overlap on a partition, their consumer group sees to that.
+
+With ``exactly.once.source.support=enabled`` source tasks write records and offsets in one
+transaction (``source_runner.ExactlyOnce``), so the overlap cannot duplicate: the new
+instance of a task fences the old one by their common ``transactional.id``. When a
+connector gets fewer tasks than before, the worker that writes the new task configs first
+fences the ids of the tasks that no longer exist, so none of them can commit again.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from streamkit.connect import kafka_ops
@@ -55,7 +61,7 @@ from streamkit.connect.offsets import offset_key
 from streamkit.connect.plugins import PluginError, PluginRegistry, plugin_type
 from streamkit.connect.runner import RunnerSettings, start_client, stop_client
 from streamkit.connect.sink_runner import SinkTaskRunner, sink_group
-from streamkit.connect.source_runner import SourceTaskRunner
+from streamkit.connect.source_runner import ExactlyOnce, SourceTaskRunner, transactional_id
 from streamkit.connect.status import State, Status, TargetState, trace_of
 from streamkit.connect.worker_config import WorkerConfig
 
@@ -106,7 +112,7 @@ class DistributedHerder:
                                     f"connect-{worker_id}-statuses")
         self.offsets.log = KafkaLog(bootstrap, worker.offset_storage_topic, worker.offset_storage_partitions,
                                     worker.offset_storage_replication_factor, self.offsets.on_record,
-                                    f"connect-{worker_id}-offsets")
+                                    f"connect-{worker_id}-offsets", isolation_level="read_committed")
         self._caught_up = False
         self._restarts: list[Restart] = []
         self._wake = asyncio.Event()
@@ -307,6 +313,10 @@ class DistributedHerder:
         digest = config_hash(config)
         if self.state.tasks.get(name) == tasks and self.state.task_hashes.get(name) == digest:
             return
+        before = len(self.state.tasks.get(name, []))
+        if (len(tasks) < before and self.worker.exactly_once_source_support == "enabled"
+                and self._type(config) == "source"):
+            await self._fence(name, range(len(tasks), before))
         records: list[tuple[bytes, bytes | None]] = [
             (f"task-{name}-{i}".encode(), _json({"properties": t})) for i, t in enumerate(tasks)]
         records.append((f"commit-{name}".encode(), _json({"tasks": len(tasks), "config_hash": digest})))
@@ -344,13 +354,36 @@ class DistributedHerder:
             worker_settings=self._worker_settings)
         cls = valid.connector_class
         if issubclass(cls, SourceConnector):
-            runner = SourceTaskRunner(settings, cls.task_class(), self.offsets)
+            runner = SourceTaskRunner(settings, cls.task_class(), self.offsets, self._exactly_once(name, index, valid))
         elif issubclass(cls, SinkConnector):
             runner = SinkTaskRunner(settings, cls.task_class())
         else:
             return
         self._runners[unit] = (key, runner)
         await runner.start(paused=self.state.targets.get(name) == TargetState.PAUSED)
+
+    def _exactly_once(self, name: str, index: int, valid: ValidConfig) -> ExactlyOnce | None:
+        if self.worker.exactly_once_source_support != "enabled":
+            return None
+        assert self.worker.group_id and self.worker.offset_storage_topic
+        common = valid.common
+        interval = common.transaction_boundary_interval_ms
+        if interval is None:
+            interval = common.offset_flush_interval_ms or self.worker.offset_flush_interval_ms
+        boundary = "interval" if common.transaction_boundary == "interval" else "poll"
+        return ExactlyOnce(transactional_id(self.worker.group_id, name, index), self.worker.offset_storage_topic,
+                           boundary, interval)
+
+    async def _fence(self, name: str, indexes: range) -> None:
+        """Fence the transactional ids of tasks ``indexes`` of ``name``: starting a producer
+        with an id bumps its epoch, so an older instance can no longer write or commit."""
+        assert self.worker.group_id
+        for index in indexes:
+            producer = AIOKafkaProducer(bootstrap_servers=self.worker.bootstrap_servers,
+                                        transactional_id=transactional_id(self.worker.group_id, name, index),
+                                        client_id=f"connect-{self.worker_id}-fencer")
+            await start_client(producer)
+            await stop_client(producer)
 
     async def _publish(self, key: str, status: dict[str, Any]) -> None:
         """Write a unit's status when it changed, or when the topic says otherwise (a worker

@@ -18,7 +18,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from aiokafka.structs import TopicPartition
 
-from streamkit.connect.offsets import MemoryOffsetStore, Offset, offset_key
+from streamkit.connect.offsets import MemoryOffsetStore, Offset, offset_key, offset_value
 from streamkit.connect.runner import start_client, stop_client
 
 __all__ = ["KafkaLog", "KafkaOffsetStore"]
@@ -30,13 +30,14 @@ OnRecord = Callable[[bytes | None, bytes | None], None]
 
 class KafkaLog:
     def __init__(self, bootstrap: str, topic: str, partitions: int, replication: int, on_record: OnRecord,
-                 client_id: str) -> None:
+                 client_id: str, isolation_level: str = "read_uncommitted") -> None:
         self.bootstrap = bootstrap
         self.topic = topic
         self.partitions = partitions
         self.replication = replication
         self.on_record = on_record
         self.client_id = client_id
+        self.isolation_level = isolation_level
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
@@ -63,7 +64,8 @@ class KafkaLog:
         await start_client(producer)
         self._producer = producer
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                                    auto_offset_reset="earliest", client_id=self.client_id)
+                                    auto_offset_reset="earliest", client_id=self.client_id,
+                                    isolation_level=self.isolation_level)
         await start_client(consumer)
         self._consumer = consumer
         partitions = None
@@ -151,7 +153,9 @@ class KafkaLog:
 
 class KafkaOffsetStore(MemoryOffsetStore):
     """Source offsets in ``offset.storage.topic``: key ``[connector, partition]``, value
-    the offset (null: removed), as Kafka Connect lays them out."""
+    the offset (null: removed), as Kafka Connect lays them out. Its log is read with
+    read_committed: offsets an exactly-once source task wrote in an aborted transaction
+    (or in one a zombie left open) are never seen."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -172,8 +176,7 @@ class KafkaOffsetStore(MemoryOffsetStore):
     def put(self, connector: str, offsets: Mapping[str, tuple[Mapping[str, Any], Offset | None]]) -> None:
         super().put(connector, offsets)
         with self._lock:
-            self._unsent.extend((key.encode(), orjson.dumps(dict(off), option=orjson.OPT_SORT_KEYS) if off is not None else None)
-                                for key, (_p, off) in offsets.items())
+            self._unsent.extend((key.encode(), offset_value(off)) for key, (_p, off) in offsets.items())
 
     async def flush(self) -> None:
         with self._lock:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import orjson
 
-__all__ = ["FileOffsetStore", "MemoryOffsetStore", "OffsetStore", "offset_key"]
+__all__ = ["FileOffsetStore", "MemoryOffsetStore", "OffsetStore", "offset_key", "offset_value"]
 
 Offset = Mapping[str, Any]
 
@@ -29,11 +29,20 @@ def offset_key(connector: str, partition: Mapping[str, Any]) -> str:
     return orjson.dumps([connector, dict(partition)], option=orjson.OPT_SORT_KEYS).decode()
 
 
+def offset_value(offset: Mapping[str, Any] | None) -> bytes | None:
+    """An offset as the offset topic stores it (None: a tombstone, the partition removed)."""
+    return orjson.dumps(dict(offset), option=orjson.OPT_SORT_KEYS) if offset is not None else None
+
+
 class OffsetStore(Protocol):
     def get(self, connector: str, partition: Mapping[str, Any]) -> Offset | None: ...
 
     def put(self, connector: str, offsets: Mapping[str, tuple[Mapping[str, Any], Offset | None]]) -> None:
         """``offsets`` maps offset_key -> (partition, offset); None removes the partition."""
+
+    def committed(self, connector: str, offsets: Mapping[str, tuple[Mapping[str, Any], Offset | None]]) -> None:
+        """Offsets already durable elsewhere (an exactly-once source task's transaction wrote
+        them to the offset topic): remembered, never written again."""
 
     def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]: ...
 
@@ -61,6 +70,9 @@ class MemoryOffsetStore:
                     self._data.pop(key, None)
                 else:
                     self._data[key] = dict(offset)
+
+    def committed(self, connector: str, offsets: Mapping[str, tuple[Mapping[str, Any], Offset | None]]) -> None:
+        MemoryOffsetStore.put(self, connector, offsets)
 
     def connector_offsets(self, connector: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         with self._lock:

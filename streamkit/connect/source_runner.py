@@ -6,6 +6,17 @@ acknowledgement, then records the batch's source offsets. The offsets go to the 
 every ``offset.flush.interval.ms`` and at stop, after which ``SourceTask.commit`` runs: an
 offset is never stored before Kafka has the records up to it (at-least-once; a crash may
 repeat the records polled since the last flush, never lose them).
+
+With ``ExactlyOnce`` (a distributed worker with ``exactly.once.source.support=enabled``,
+KIP-618) the task's producer is transactional, its ``transactional.id`` Kafka's
+``{group.id}-{connector}-{task}``: the records of a transaction and the source offsets they
+reach are written to the topics and to ``offset.storage.topic`` in one Kafka transaction,
+committed after every poll (``transaction.boundary=poll``) or every
+``transaction.boundary.interval.ms`` (``interval``). Readers of the offset topic read
+read_committed, so after a crash the task resumes exactly where the records it committed
+end. Starting the producer fences an older instance of the same id (a zombie left by a
+rebalance or a dead worker): its open transaction is aborted and its next write fails.
+``SourceTask.commit``/``commit_record`` run only after the transaction committed.
 """
 
 from __future__ import annotations
@@ -15,20 +26,37 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaProducer
 
 from streamkit.connect.connector import SourceTask
 from streamkit.connect.data import SourceRecord
-from streamkit.connect.offsets import OffsetStore, offset_key
+from streamkit.connect.offsets import OffsetStore, offset_key, offset_value
 from streamkit.connect.runner import RunnerSettings, TaskLife, TaskThread, start_client, stop_client
 from streamkit.connect.status import State, Status
 from streamkit.connect.tolerance import ErrorHandler, Stage
 
-__all__ = ["SourceTaskRunner"]
+__all__ = ["ExactlyOnce", "SourceTaskRunner", "transactional_id"]
 
 log = logging.getLogger(__name__)
+
+
+def transactional_id(group_id: str, connector: str, task: int) -> str:
+    """Kafka Connect's transactional.id of a source task (KIP-618)."""
+    return f"{group_id}-{connector}-{task}"
+
+
+@dataclass(frozen=True)
+class ExactlyOnce:
+    """How an exactly-once source task writes: its transaction id, where its offsets go, and
+    when it commits (``transaction.boundary``)."""
+
+    transactional_id: str
+    offset_topic: str
+    boundary: Literal["poll", "interval"] = "poll"
+    interval_ms: int = 60000
 
 
 class _Context:
@@ -41,8 +69,10 @@ class _Context:
 
 
 class SourceTaskRunner:
-    def __init__(self, settings: RunnerSettings, task_class: type[SourceTask], offsets: OffsetStore) -> None:
+    def __init__(self, settings: RunnerSettings, task_class: type[SourceTask], offsets: OffsetStore,
+                 exactly_once: ExactlyOnce | None = None) -> None:
         self.settings = settings
+        self.exactly_once = exactly_once
         self.id = settings.task_id
         self.config = settings.task_config
         self._task_class = task_class
@@ -53,6 +83,8 @@ class SourceTaskRunner:
         self._task: SourceTask | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._pending: dict[str, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
+        self._acked: list[tuple[SourceRecord, Any]] = []  # in the open transaction
+        self._in_transaction = False
         self.topics: set[str] = set()  # written to so far (Kafka's active topics, KIP-558)
         labels = (settings.connector, str(settings.task_id))
         self._polled = settings.metrics.source_records_polled.labels(*labels)
@@ -93,12 +125,24 @@ class SourceTaskRunner:
             self._life.state = State.UNASSIGNED
         self._thread.close()
 
+    def _producer(self) -> AIOKafkaProducer:
+        s = self.settings
+        defaults: dict[str, Any] = {"acks": "all", "linger_ms": 5,
+                                    "client_id": f"connector-producer-{s.connector}-{self.id}"}
+        kwargs = s.client_kwargs("producer", defaults)
+        if self.exactly_once is not None:
+            # a transactional producer is idempotent with acks=all, whatever producer.* says
+            kwargs.update(acks="all", enable_idempotence=True,
+                          transactional_id=self.exactly_once.transactional_id)
+        return AIOKafkaProducer(bootstrap_servers=s.bootstrap, **kwargs)
+
     async def _run(self) -> None:
         s = self.settings
-        producer = AIOKafkaProducer(bootstrap_servers=s.bootstrap, **s.client_kwargs("producer", {
-            "acks": "all", "linger_ms": 5, "client_id": f"connector-producer-{s.connector}-{self.id}"}))
+        producer = self._producer()
         started = False
         try:
+            # a transactional producer's start fences the previous instance of its id and
+            # aborts its open transaction, so the offsets read next are the committed ones
             await start_client(producer)
             started = True
             await self._offsets.sync()
@@ -106,29 +150,80 @@ class SourceTaskRunner:
             task.initialize(_Context(self._offsets, s.connector))
             self._task = task
             await self._thread.call(task.start, dict(self.config))
-            last_flush = time.monotonic()
-            while not self._life.stopping:
-                if self._life.paused:
-                    await self._commit_offsets()
-                    await self._life.resumed.wait()
-                    continue
-                records = await self._errors.retry(lambda: self._thread.call(task.poll), Stage.TASK_POLL,
-                                                   always=True)
-                if records:
-                    self._polled.inc(len(records))
-                    await self._send(producer, task, records)
-                if time.monotonic() - last_flush >= s.offset_flush_interval_ms / 1000:
-                    await self._commit_offsets()
-                    last_flush = time.monotonic()
-            await self._commit_offsets()
+            if self.exactly_once is not None:
+                await self._run_transactional(producer, task, self.exactly_once)
+            else:
+                await self._run_at_least_once(producer, task)
         except Exception as exc:
             log.error("source task %s-%d failed", s.connector, self.id, exc_info=True)
             self._life.fail(exc)
+            if self._in_transaction:
+                with contextlib.suppress(Exception):
+                    await producer.abort_transaction()
         finally:
             if self._task is not None:
                 await asyncio.to_thread(self._life.call_stop_once, self._task.stop)
             if started:
                 await stop_client(producer)
+
+    async def _poll(self, task: SourceTask) -> Sequence[SourceRecord]:
+        return await self._errors.retry(lambda: self._thread.call(task.poll), Stage.TASK_POLL, always=True)
+
+    async def _run_at_least_once(self, producer: AIOKafkaProducer, task: SourceTask) -> None:
+        last_flush = time.monotonic()
+        while not self._life.stopping:
+            if self._life.paused:
+                await self._commit_offsets()
+                await self._life.resumed.wait()
+                continue
+            records = await self._poll(task)
+            if records:
+                self._polled.inc(len(records))
+                acked = await self._send(producer, records)
+                if acked:
+                    await self._thread.call(_commit_records, task, acked)
+            if time.monotonic() - last_flush >= self.settings.offset_flush_interval_ms / 1000:
+                await self._commit_offsets()
+                last_flush = time.monotonic()
+        await self._commit_offsets()
+
+    async def _run_transactional(self, producer: AIOKafkaProducer, task: SourceTask, eos: ExactlyOnce) -> None:
+        opened = time.monotonic()
+        while not self._life.stopping:
+            if self._life.paused:
+                await self._commit_transaction(producer, task, eos)
+                await self._life.resumed.wait()
+                continue
+            records = await self._poll(task)
+            if records:
+                self._polled.inc(len(records))
+                if not self._in_transaction:
+                    await producer.begin_transaction()
+                    self._in_transaction = True
+                    opened = time.monotonic()
+                self._acked.extend(await self._send(producer, records))
+            if self._in_transaction and (eos.boundary == "poll"
+                                         or time.monotonic() - opened >= eos.interval_ms / 1000):
+                await self._commit_transaction(producer, task, eos)
+        await self._commit_transaction(producer, task, eos)
+
+    async def _commit_transaction(self, producer: AIOKafkaProducer, task: SourceTask, eos: ExactlyOnce) -> None:
+        """Write the pending offsets into the open transaction and commit it."""
+        if not self._in_transaction:
+            return
+        pending, self._pending = self._pending, {}
+        acked, self._acked = self._acked, []
+        futures = [await producer.send(eos.offset_topic, offset_value(offset), key=key.encode())
+                   for key, (_partition, offset) in pending.items()]
+        for future in futures:
+            await future
+        await producer.commit_transaction()
+        self._in_transaction = False
+        self._offsets.committed(self.settings.connector, pending)
+        self._commits.inc()
+        if acked:
+            await self._thread.call(_commit_records, task, acked)
+        await self._thread.call(task.commit)
 
     def _prepare(self, record: SourceRecord) -> tuple[SourceRecord, bytes | None, bytes | None] | None:
         valid = self.settings.valid
@@ -148,7 +243,9 @@ class SourceTaskRunner:
             raise
         return out, key, value
 
-    async def _send(self, producer: AIOKafkaProducer, task: SourceTask, records: Sequence[SourceRecord]) -> None:
+    async def _send(self, producer: AIOKafkaProducer, records: Sequence[SourceRecord]
+                    ) -> list[tuple[SourceRecord, Any]]:
+        """Send the records, wait for every acknowledgement, and make their offsets pending."""
         sent: list[tuple[SourceRecord, asyncio.Future[Any]]] = []
         for record in records:
             prepared = self._prepare(record)
@@ -164,8 +261,7 @@ class SourceTaskRunner:
         for record in records:  # skipped and filtered records are done too
             stored_key = offset_key(self.settings.connector, record.source_partition)
             self._pending[stored_key] = (record.source_partition, record.source_offset)
-        if acked:
-            await self._thread.call(_commit_records, task, acked)
+        return acked
 
     async def _commit_offsets(self) -> None:
         if not self._pending:

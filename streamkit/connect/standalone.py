@@ -45,6 +45,13 @@ def connector_config(data: Mapping[str, Any], source: str = "connector config") 
 class StandaloneWorker:
     def __init__(self, worker: WorkerConfig, connectors: Sequence[tuple[str, Mapping[str, Any]]] = (),
                  registry: PluginRegistry | None = None, host: str | None = None, port: int | None = None) -> None:
+        if worker.exactly_once_source_support != "disabled":
+            # as Kafka: exactly-once sources are a distributed-mode feature
+            raise ConfigError({"exactly.once.source.support": [
+                f"exactly.once.source.support={worker.exactly_once_source_support} is not supported in "
+                "standalone mode: standalone keeps source offsets in a local file "
+                "(offset.storage.file.filename), which cannot be written in the same Kafka transaction "
+                "as the records. Run `streamkit connect distributed` for exactly-once sources."]})
         self.worker = worker
         default_host, default_port = worker.rest_address()
         self._http_host = host if host is not None else default_host

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic import Field as PField
 
 from streamkit.connect.errors import ConfigError
@@ -47,18 +47,10 @@ class WorkerConfig(BaseModel):
     status_storage_partitions: int = PField(5, alias="status.storage.partitions", ge=1)
     session_timeout_ms: int = PField(10000, alias="session.timeout.ms", ge=1)
     heartbeat_interval_ms: int = PField(3000, alias="heartbeat.interval.ms", ge=1)
+    # KIP-618: "enabled" has source tasks write records and offsets in one transaction
+    # (distributed mode only); "preparing" is the rolling-upgrade step, at-least-once still.
     exactly_once_source_support: Literal["disabled", "preparing", "enabled"] = PField(
         "disabled", alias="exactly.once.source.support")
-
-    @field_validator("exactly_once_source_support")
-    @classmethod
-    def _refuse_eos(cls, value: str) -> str:
-        if value != "disabled":
-            raise ValueError(
-                f"exactly.once.source.support={value} is not available yet: it writes source records "
-                "and offsets in one broker transaction, and streamkit's Connect runtime does not use "
-                "transactions yet. Leave it 'disabled' (sources are at-least-once).")
-        return value
 
     def rest_address(self) -> tuple[str, int]:
         """Where the REST API listens: ``listeners`` (first one) wins over rest.host.name/rest.port."""

@@ -101,4 +101,5 @@ def test_bad_config_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
     eos.write_text(json.dumps({"bootstrap.servers": "127.0.0.1:1", "exactly.once.source.support": "enabled"}))
     result = subprocess.run([sys.executable, "-m", "streamkit", "connect", "standalone", str(eos)],
                             env=_env(), capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2 and "transactions" in result.stderr
+    assert result.returncode == 2 and "not supported in standalone mode" in result.stderr
+    assert "offset.storage.file.filename" in result.stderr and "distributed" in result.stderr

@@ -100,14 +100,50 @@ def test_sinks_need_topics_or_a_regex(registry: PluginRegistry) -> None:
                          "topics.regex": "a.*"}, registry)
 
 
-def test_exactly_once_is_refused_with_a_reason(registry: PluginRegistry) -> None:
+def test_exactly_once_required_needs_it_enabled_on_the_worker(registry: PluginRegistry) -> None:
+    config = {"name": "s", "connector.class": SOURCE, "file": "f", "topic": "t", "exactly.once.support": "required"}
+    for support in ("disabled", "preparing"):
+        worker = load_worker_config({"bootstrap.servers": "b:9092", "exactly.once.source.support": support}).raw()
+        with pytest.raises(ConfigError) as info:
+            validate_config(config, registry, worker)
+        assert "exactly.once.source.support=enabled" in " ".join(info.value.problems["exactly.once.support"])
+    with pytest.raises(ConfigError, match=r"exactly\.once\.source\.support=enabled"):
+        validate_config(config, registry)  # no worker settings: disabled
+    enabled = load_worker_config({"bootstrap.servers": "b:9092", "exactly.once.source.support": "enabled",
+                                  "offset.storage.topic": "offsets"}).raw()
+    valid = validate_config({**config, "transaction.boundary": "interval",
+                             "transaction.boundary.interval.ms": "250"}, registry, enabled)
+    assert valid.common.exactly_once_support == "required"
+    assert valid.common.transaction_boundary_interval_ms == 250
+
+
+def test_exactly_once_required_is_refused_for_a_connector_that_cannot(registry: PluginRegistry) -> None:
+    class NoExactlyOnce(FileStreamSourceConnector):
+        def exactly_once_support(self, config: object) -> bool:
+            return False
+
+    mine = PluginRegistry()
+    mine.register(NoExactlyOnce)
+    enabled = {"exactly.once.source.support": "enabled"}
+    config = {"name": "s", "connector.class": "NoExactlyOnce", "file": "f", "topic": "t"}
+    validate_config(config, mine, enabled)  # exactly.once.support=requested: accepted
     with pytest.raises(ConfigError) as info:
-        validate_config({"name": "s", "connector.class": SOURCE, "file": "f", "topic": "t",
-                         "exactly.once.support": "required"}, registry)
-    assert "transactions" in " ".join(info.value.problems["exactly.once.support"])
-    with pytest.raises(ConfigError) as worker:
-        load_worker_config({"bootstrap.servers": "b:9092", "exactly.once.source.support": "enabled"})
-    assert "transaction" in " ".join(worker.value.problems["exactly.once.source.support"])
+        validate_config({**config, "exactly.once.support": "required"}, mine, enabled)
+    assert "NoExactlyOnce cannot write its records and offsets in one transaction" in " ".join(
+        info.value.problems["exactly.once.support"])
+
+
+def test_unsupported_exactly_once_settings_are_refused_with_a_reason(registry: PluginRegistry) -> None:
+    enabled = {"exactly.once.source.support": "enabled", "offset.storage.topic": "offsets"}
+    base = {"name": "s", "connector.class": SOURCE, "file": "f", "topic": "t"}
+    with pytest.raises(ConfigError) as info:
+        validate_config({**base, "transaction.boundary": "connector", "offsets.storage.topic": "mine"},
+                        registry, enabled)
+    assert "does not define its own transaction boundaries" in info.value.problems["transaction.boundary"][0]
+    assert "per-connector offset topics are not supported" in info.value.problems["offsets.storage.topic"][0]
+    validate_config({**base, "offsets.storage.topic": "offsets"}, registry, enabled)
+    # the worker's setting itself is accepted now: standalone refuses it when it starts
+    assert load_worker_config({"exactly.once.source.support": "enabled"}).exactly_once_source_support == "enabled"
 
 
 def test_validation_report_has_kafkas_shape(registry: PluginRegistry) -> None:
