@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from streamkit.connect import (
@@ -126,3 +127,45 @@ class IdleSinkTask(SinkTask):
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         pass
+
+
+class GatedFlushConfig(ConnectorConfig):
+    gate: str  # flush fails until this file exists
+    hard: bool = False  # fail with a non-retriable error instead of a RetriableError
+
+
+class GatedFlushSinkConnector(SinkConnector):
+    """A sink whose ``flush`` fails (RetriableError, or RuntimeError with ``hard``) until
+    the ``gate`` file exists: nothing it has been given may be committed before that."""
+
+    config_model: ClassVar[type[ConnectorConfig]] = GatedFlushConfig
+
+    def start(self, config: ConnectorConfig) -> None:
+        self.config = config
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        assert isinstance(self.config, GatedFlushConfig)
+        return [{"gate": self.config.gate, "hard": str(self.config.hard)}]
+
+    @classmethod
+    def task_class(cls) -> type[SinkTask]:
+        return GatedFlushSinkTask
+
+
+class GatedFlushSinkTask(SinkTask):
+    def start(self, config: Mapping[str, str]) -> None:
+        self.gate = Path(config["gate"])
+        self.hard = config["hard"] == "True"
+        self.name = f"gated-{self.gate.name}"
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        with _LOCK:
+            RECEIVED.setdefault(self.name, []).extend(r.value for r in records)
+
+    def flush(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        with _LOCK:
+            ATTEMPTS[self.name] = ATTEMPTS.get(self.name, 0) + 1
+        if not self.gate.exists():
+            if self.hard:
+                raise RuntimeError("the disk is gone")
+            raise RetriableError("the disk is not ready")

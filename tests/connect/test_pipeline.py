@@ -236,3 +236,38 @@ async def test_sink_task_context_seeks_and_requests_commits(broker: BrokerThread
         # committed long before the hour-long interval: the task asked for it
         await eventually(committed, 30, "the requested commit")
     assert plugins_for_tests.RECEIVED["seeking"] == [(1, "b"), (2, "c")]
+
+
+async def test_sink_offsets_are_committed_only_after_a_successful_flush(broker: BrokerThread,
+                                                                       tmp_path: Path) -> None:
+    await produce(broker.bootstrap, "gated-in", [b"a", b"b", b"c"])
+    gate = tmp_path / "gate"
+    config = {"connector.class": "tests.connect.plugins_for_tests.GatedFlushSinkConnector", "topics": "gated-in",
+              "value.converter": STRING, "gate": str(gate), "offset.flush.interval.ms": "100",
+              "errors.retry.delay.max.ms": "100"}
+    done = [{"partition": {"kafka_topic": "gated-in", "kafka_partition": 0}, "offset": {"kafka_offset": 3}}]
+    async with standalone(worker_settings(broker.bootstrap, tmp_path), [("gated", config)]) as (_w, client):
+        await eventually(lambda: plugins_for_tests.RECEIVED.get("gated-gate") == ["a", "b", "c"], 60, "three puts")
+        # flush has failed again and again (RetriableError, retried): nothing is committed
+        await eventually(lambda: plugins_for_tests.ATTEMPTS.get("gated-gate", 0) >= 3, 60, "failed flushes")
+        assert (await client.get("/connectors/gated/offsets")).json() == {"offsets": []}
+        gate.touch()
+
+        async def committed() -> bool:
+            return (await client.get("/connectors/gated/offsets")).json()["offsets"] == done
+
+        await eventually(committed, 30, "the commit after the first successful flush")
+
+        # a flush that fails for good fails the task, and still commits nothing
+        hard = {**config, "topics": "gated-hard", "gate": str(tmp_path / "never"), "hard": "true"}
+        await produce(broker.bootstrap, "gated-hard", [b"x"])
+        assert (await client.put("/connectors/hard/config", json=hard)).status_code == 201
+
+        async def failed() -> bool:
+            tasks = (await client.get("/connectors/hard/status")).json()["tasks"]
+            return bool(tasks) and tasks[0]["state"] == "FAILED"
+
+        await eventually(failed, 60, "the task failed by its flush")
+        assert "the disk is gone" in (await client.get("/connectors/hard/status")).json()["tasks"][0]["trace"]
+        assert plugins_for_tests.RECEIVED.get("gated-never") == ["x"]
+        assert (await client.get("/connectors/hard/offsets")).json() == {"offsets": []}
