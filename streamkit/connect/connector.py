@@ -139,7 +139,11 @@ class SourceConnector(Connector):
     def task_class(cls) -> type[SourceTask]: ...
 
     def exactly_once_support(self, config: ConnectorConfig) -> bool:
-        """Whether this connector's tasks can write records and offsets in one transaction."""
+        """Whether this connector's tasks can write records and offsets in one transaction
+        (Kafka's ``exactlyOnceSupport``): a config with ``exactly.once.support=required`` is
+        refused when this is False. Tasks whose offsets say exactly where they are (files,
+        JDBC queries) can; one that acknowledges its source outside Connect's offsets (e.g.
+        deletes what ``commit`` reports) cannot."""
         return True
 
 
