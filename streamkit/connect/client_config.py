@@ -69,6 +69,7 @@ _PRODUCER: dict[str, tuple[str, Callable[[str], Any]]] = {
     "compression.type": ("compression_type", _choice("none", "gzip", "snappy", "lz4", "zstd")),
     "max.request.size": ("max_request_size", _int),
     "enable.idempotence": ("enable_idempotence", _bool),
+    "transaction.timeout.ms": ("transaction_timeout_ms", _int),
     "request.timeout.ms": ("request_timeout_ms", _int),
     "client.id": ("client_id", str),
 }

@@ -157,10 +157,13 @@ class SourceTaskRunner:
         except Exception as exc:
             log.error("source task %s-%d failed", s.connector, self.id, exc_info=True)
             self._life.fail(exc)
-            if self._in_transaction:
-                with contextlib.suppress(Exception):
-                    await producer.abort_transaction()
         finally:
+            if self._in_transaction:
+                # also when cancelled (a task that did not stop in time): an open transaction
+                # would hold read_committed readers back until it times out
+                self._in_transaction = False
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(producer.abort_transaction(), 10)
             if self._task is not None:
                 await asyncio.to_thread(self._life.call_stop_once, self._task.stop)
             if started:

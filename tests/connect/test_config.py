@@ -181,6 +181,10 @@ def test_client_settings_from_worker_and_connector_overrides() -> None:
                  "producer.override.compression.type": "none"}
     assert client_kwargs("consumer", worker, connector) == {"auto_offset_reset": "latest", "max_poll_records": 5}
     assert client_kwargs("producer", worker, connector) == {"compression_type": None, "linger_ms": 20, "acks": 1}
+    # exactly-once sources: a transaction.boundary.interval.ms longer than the default
+    # transaction timeout needs a longer one
+    assert client_kwargs("producer", {}, {"producer.override.transaction.timeout.ms": "120000"}) == {
+        "transaction_timeout_ms": 120000}
 
 
 def test_bad_client_overrides_are_config_problems(registry: PluginRegistry) -> None:
