@@ -1,18 +1,19 @@
-"""The worker's HTTP endpoints (``--web-port``): health, Prometheus metrics, interactive
-table queries.
+"""The worker's HTTP endpoints (``--web-port``): an index, health, Prometheus metrics and
+interactive table queries, served by FastAPI on uvicorn (the stack Connect's REST API uses).
 
+    GET /                       what this worker serves: app, endpoints, tables
     GET /health                 {"status": "ok", "app": ..., "partitions": [...]}
     GET /metrics                Prometheus text
-    GET /tables/{name}          this worker's part of a table (JSON object, up to ?limit=)
+    GET /tables/{name}          this worker's part of a table (JSON object, up to ?limit=, 1000)
     GET /tables/{name}/{key}    one key, from whichever worker owns it
 
-The key in the URL is parsed with the table's key codec (``key_type=int`` tables take
-``/tables/t/42``); one that does not parse is a 400. A key owned by another worker is
-fetched from that worker: each worker advertises its web address in its consumer
-``client_id`` (``{app}@host:port``), and the group's current assignment (DescribeGroups)
-says which member is active for the key's task (its partition number). Standby replicas
-never answer: their state may lag. A small HTTP/1.1 server on
-asyncio streams: GET only, one request per connection.
+Errors are JSON ``{"error": ...}``: 400 for a key or limit that does not parse, 404 for a
+missing table, key or route, 405 for another method than GET. The key in the URL is parsed
+with the table's key codec (``key_type=int`` tables take ``/tables/t/42``). A key owned by
+another worker is fetched from that worker: each worker advertises its web address in its
+consumer ``client_id`` (``{app}@host:port``), and the group's current assignment
+(DescribeGroups) says which member is active for the key's task (its partition number).
+Standby replicas never answer: their state may lag.
 """
 
 from __future__ import annotations
@@ -20,13 +21,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import quote
 
+import httpx
 import orjson
+import uvicorn
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
 from pydantic import BaseModel
+from starlette.exceptions import HTTPException
 
 from streamkit.streams.assignor import decode_user_data
 from streamkit.streams.clients import start_client, stop_client
@@ -40,19 +48,17 @@ __all__ = ["WebServer", "advertised_client_id"]
 
 log = logging.getLogger(__name__)
 
-_MAX_REQUEST = 8192
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            502: "Bad Gateway", 503: "Service Unavailable"}
+_DEFAULT_LIMIT = 1000
+_ENDPOINTS = {
+    "/health": "liveness and this worker's partitions",
+    "/metrics": "Prometheus metrics",
+    "/tables/{name}": f"this worker's part of a table, ?limit=N entries (default {_DEFAULT_LIMIT})",
+    "/tables/{name}/{key}": "one key, answered by the worker that owns it",
+}
 
 
 def advertised_client_id(app_id: str, host: str, port: int) -> str:
     return f"{app_id}@{host}:{port}"
-
-
-def _response(status: int, body: bytes, content_type: str = "application/json") -> bytes:
-    head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
-    return head.encode() + body
 
 
 def _json_default(obj: Any) -> Any:
@@ -63,8 +69,24 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
-def _json(status: int, obj: Any) -> bytes:
-    return _response(status, orjson.dumps(obj, default=_json_default, option=orjson.OPT_NON_STR_KEYS))
+def _json(status: int, obj: Any) -> Response:
+    body = orjson.dumps(obj, default=_json_default, option=orjson.OPT_NON_STR_KEYS)
+    return Response(body, status, media_type="application/json")
+
+
+class _Answer(Exception):
+    """A finished response from a helper, returned by the route that called it."""
+
+    def __init__(self, response: Response) -> None:
+        self.response = response
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn inside the worker's event loop: the worker owns SIGINT/SIGTERM, not uvicorn."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class WebServer:
@@ -72,111 +94,149 @@ class WebServer:
         self.runtime = runtime
         self.host = host
         self.port = port
-        self._server: asyncio.Server | None = None
+        self._server: _EmbeddedServer | None = None
+        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
-        self.port = int(self._server.sockets[0].getsockname()[1])
+        # Bind here rather than in uvicorn: a port in use is an OSError for the caller, and
+        # port 0 tells us the port chosen.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(self.asgi(), log_level="warning", access_log=False, lifespan="off")
+        self._server = _EmbeddedServer(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
+        while not self._server.started:
+            if self._task.done():
+                sock.close()
+                self._task.result()
+                raise OSError(f"the web server on {self.host}:{self.port} stopped at start")
+            await asyncio.sleep(0.01)
         log.info("web endpoints on http://%s:%d", self.host, self.port)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            if len(head) > _MAX_REQUEST:
-                writer.write(_json(400, {"error": "request too large"}))
-                return
-            method, _, rest = head.decode("latin-1").partition(" ")
-            target = rest.split(" ", 1)[0]
-            if method != "GET":
-                writer.write(_json(405, {"error": "only GET is supported"}))
-                return
-            writer.write(await self.handle(target))
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
+        if self._server is None or self._task is None:
             return
-        except Exception:
-            log.exception("web request failed")
-            with contextlib.suppress(Exception):
-                writer.write(_json(503, {"error": "internal error"}))
-        finally:
-            with contextlib.suppress(Exception):
-                await writer.drain()
-            writer.close()
+        self._server.should_exit = True
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), 5)
+        except TimeoutError:
+            self._server.force_exit = True
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, 2)
+        self._server = self._task = None
 
-    async def handle(self, target: str) -> bytes:
-        url = urlsplit(target)
-        parts = [unquote(p) for p in url.path.split("/") if p]
-        query = parse_qs(url.query)
+    def asgi(self) -> FastAPI:
+        api = FastAPI(title=f"streamkit worker: {self.runtime.app.id}", docs_url=None,
+                      redoc_url=None, openapi_url=None)
+
+        @api.exception_handler(HTTPException)
+        async def _http_error(request: Request, exc: HTTPException) -> Response:
+            if exc.status_code == 404:
+                return _json(404, {"error": f"no route for {request.url.path}"})
+            if exc.status_code == 405:
+                return _json(405, {"error": "only GET is supported"})
+            return _json(exc.status_code, {"error": str(exc.detail)})
+
+        api.add_api_route("/", self.index, methods=["GET"])
+        api.add_api_route("/health", self.health, methods=["GET"])
+        api.add_api_route("/metrics", self.metrics, methods=["GET"])
+        api.add_api_route("/tables/{name}", self.table, methods=["GET"])
+        api.add_api_route("/tables/{name}/{key:path}", self.table_key, methods=["GET"])
+        return api
+
+    async def index(self) -> Response:
         rt = self.runtime
-        if parts == ["health"]:
-            return _json(200, {"status": "ok", "app": rt.app.id,
-                               "partitions": sorted(f"{t}-{p}" for t, p in rt.assigned),
-                               "standby_tasks": sorted(rt.standby_tasks())})
-        if parts == ["metrics"]:
-            return _response(200, rt.metrics.render(rt.app.id, rt.lag, rt.standby_lag).encode(), "text/plain; version=0.0.4")
-        if len(parts) in (2, 3) and parts[0] == "tables":
-            table = rt.app.tables.get(parts[1])
-            if table is None:
-                return _json(404, {"error": f"no table named {parts[1]!r}"})
-            if not table.queryable:
-                return _json(404, {"error": f"{parts[1]!r} is the internal state of a DSL operator, "
-                                            "not a queryable table (use to_table for one)"})
-            if len(parts) == 2:
-                limit = int(query.get("limit", ["1000"])[0]) if query.get("limit", ["1"])[0].isdigit() else 1000
-                return _json(200, table.snapshot(limit))
-            text = parts[2]
-            try:
-                key = table.parse_key(text)
-            except (CodecError, ValueError) as exc:
-                return _json(400, {"error": f"{text!r} is not a key of table {table.name!r}: {exc}"})
-            shown = key if isinstance(key, str | int | float | bool) else text
-            try:
-                return _json(200, {"key": shown, "value": table.query(key)})
-            except TableNotOwned:
-                if "local" in query:
-                    return _json(503, {"error": f"key {text!r} is not owned by this worker"})
-                if table.partition_known():
-                    return await self._forward(table.name, text, table.partition_of(key))
-                # The partitioner of the topic that updates the table is not known (yet):
-                # whichever worker has the key answers.
-                return await self._ask_all(table.name, text)
-            except KeyError:
-                return _json(404, {"error": f"key {text!r} not found in {table.name!r}"})
-        return _json(404, {"error": f"no route for {url.path}"})
+        tables = {name: {"queryable": t.queryable, "kind": t.definition()}
+                  for name, t in sorted(rt.app.tables.items())}
+        return _json(200, {"app": rt.app.id, "endpoints": _ENDPOINTS, "tables": tables})
 
-    async def _forward(self, table: str, key: str, partition: int) -> bytes:
+    async def health(self) -> Response:
+        rt = self.runtime
+        return _json(200, {"status": "ok", "app": rt.app.id,
+                           "partitions": sorted(f"{t}-{p}" for t, p in rt.assigned),
+                           "standby_tasks": sorted(rt.standby_tasks())})
+
+    async def metrics(self) -> Response:
+        rt = self.runtime
+        text = rt.metrics.render(rt.app.id, rt.lag, rt.standby_lag)
+        return Response(text, 200, media_type="text/plain; version=0.0.4")
+
+    def _queryable(self, name: str) -> Any:
+        table = self.runtime.app.tables.get(name)
+        if table is None:
+            raise _Answer(_json(404, {"error": f"no table named {name!r}"}))
+        if not table.queryable:
+            raise _Answer(_json(404, {"error": f"{name!r} is the internal state of a DSL operator, "
+                                               "not a queryable table (use to_table for one)"}))
+        return table
+
+    async def table(self, name: str, request: Request) -> Response:
+        try:
+            table = self._queryable(name)
+        except _Answer as answer:
+            return answer.response
+        text = request.query_params.get("limit", str(_DEFAULT_LIMIT))
+        if not text.isdigit() or int(text) < 1:
+            return _json(400, {"error": f"limit must be a positive integer, not {text!r}"})
+        return _json(200, table.snapshot(int(text)))
+
+    async def table_key(self, name: str, key: str, request: Request) -> Response:
+        try:
+            table = self._queryable(name)
+        except _Answer as answer:
+            return answer.response
+        try:
+            parsed = table.parse_key(key)
+        except (CodecError, ValueError) as exc:
+            return _json(400, {"error": f"{key!r} is not a key of table {table.name!r}: {exc}"})
+        shown = parsed if isinstance(parsed, str | int | float | bool) else key
+        try:
+            return _json(200, {"key": shown, "value": table.query(parsed)})
+        except TableNotOwned:
+            if "local" in request.query_params:
+                return _json(503, {"error": f"key {key!r} is not owned by this worker"})
+            if table.partition_known():
+                return await self._forward(table.name, key, table.partition_of(parsed))
+            # The partitioner of the topic that updates the table is not known (yet):
+            # whichever worker has the key answers.
+            return await self._ask_all(table.name, key)
+        except KeyError:
+            return _json(404, {"error": f"key {key!r} not found in {table.name!r}"})
+
+
+    async def _forward(self, table: str, key: str, partition: int) -> Response:
         owner = await self._owner(partition)
         if owner is None:
             return _json(503, {"error": f"no worker owns partition {partition} right now (rebalancing?)"})
         return await self._get(owner, table, key)
 
-    async def _get(self, owner: str, table: str, key: str) -> bytes:
+    async def _get(self, owner: str, table: str, key: str) -> Response:
         """``GET /tables/{table}/{key}?local=1`` from the worker at ``owner``."""
-        host, _, port = owner.rpartition(":")
+        url = f"http://{owner}/tables/{quote(table, safe='')}/{quote(key, safe='')}"
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 5)
-            path = f"/tables/{quote(table, safe='')}/{quote(key, safe='')}?local=1"
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {owner}\r\nConnection: close\r\n\r\n".encode())
-            await writer.drain()
-            data = await asyncio.wait_for(reader.read(), 10)
-            writer.close()
-            return data
-        except (OSError, TimeoutError, ValueError) as exc:
+            async with httpx.AsyncClient(timeout=10) as client:
+                answer = await client.get(url, params={"local": "1"})
+        except (httpx.HTTPError, OSError, ValueError) as exc:
             return _json(502, {"error": f"owner {owner} did not answer: {exc}"})
+        return Response(answer.content, answer.status_code,
+                        media_type=answer.headers.get("content-type", "application/json"))
 
-    async def _ask_all(self, table: str, key: str) -> bytes:
+    async def _ask_all(self, table: str, key: str) -> Response:
         """Ask every other worker for a key (``?local=1``): the first that has it answers."""
         me = f"{self.host}:{self.port}"
         for address, _active in await self._members():
             if address == me:
                 continue
             answer = await self._get(address, table, key)
-            if answer.startswith(b"HTTP/1.1 200"):
+            if answer.status_code == 200:
                 return answer
         return _json(404, {"error": f"key {key!r} not found in {table!r}"})
 
@@ -199,8 +259,11 @@ class WebServer:
         out = []
         for response in described:
             for group in response.groups:
-                for member in group[5]:
-                    client_id, assignment = member[-4] if len(member) > 5 else member[1], member[-1]
+                # DescribeGroups v0-v2 / v3+ (authorized_operations appended) group fields.
+                _error, _group_id, _state, _protocol_type, _protocol, members, *_ = group
+                for member in members:
+                    # member_id, [group_instance_id (v4+)], client_id, client_host, metadata, assignment
+                    *_, client_id, _client_host, _metadata, assignment = member
                     if "@" not in client_id or not assignment:
                         continue
                     decoded: Any = ConsumerProtocolMemberAssignment.decode(assignment)

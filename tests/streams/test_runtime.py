@@ -169,8 +169,18 @@ async def test_web_endpoints(make_app: Any, probe: Probe) -> None:
         hour = T0 - T0 % 3_600_000
         assert orjson.loads((await http_get(port, "/tables/hourly/a"))[2]) == {
             "key": "a", "value": [{"start": hour, "end": hour + 3_600_000, "value": 4}]}
-        assert (await http_get(port, "/nowhere"))[0] == 404
-        assert (await http_get(port, "/health", method="POST"))[0] == 405
+        status, _, body = await http_get(port, "/tables/counts?limit=lots")
+        assert status == 400 and b"limit must be a positive integer" in body
+        status, ctype, body = await http_get(port, "/")
+        index = orjson.loads(body)
+        assert (status, ctype, index["app"]) == (200, "application/json", app.id)
+        assert {"/health", "/metrics", "/tables/{name}", "/tables/{name}/{key}"} <= set(index["endpoints"])
+        assert index["tables"]["counts"]["queryable"] is True
+        assert "TumblingWindows(size_ms=3600000)" in index["tables"]["hourly"]["kind"]
+        status, _, body = await http_get(port, "/nowhere")
+        assert (status, orjson.loads(body)) == (404, {"error": "no route for /nowhere"})
+        status, _, body = await http_get(port, "/health", method="POST")
+        assert (status, orjson.loads(body)) == (405, {"error": "only GET is supported"})
 
         status, ctype, body = await http_get(port, "/metrics")
         text = body.decode()
