@@ -68,8 +68,10 @@ __all__ = [
     "SparkSinkConfig",
     "SparkSinkConnector",
     "SparkSinkTask",
+    "acquire_spark_session",
     "committed_files",
     "read_committed",
+    "release_spark_session",
 ]
 
 log = logging.getLogger(__name__)
@@ -252,15 +254,38 @@ class _Columns:
 # -- the task ------------------------------------------------------------------------------------
 
 
-def _session(conf: Mapping[str, str]) -> SparkSession:
+_sessions_lock = threading.Lock()
+_session_users = 0
+_session_ours = False
+
+
+def acquire_spark_session(conf: Mapping[str, str]) -> SparkSession:
+    """The process's SparkSession (created with ``conf`` unless one runs already), counted as
+    in use until ``release_spark_session``: tasks and an embedding program (the demo) share
+    one JVM, and the last user stops it, only if this module created it."""
+    global _session_users, _session_ours
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("streamkit-spark-sink")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    if "spark.master" in conf:
-        builder = builder.master(conf["spark.master"])
-    return builder.getOrCreate()
+    with _sessions_lock:
+        if _session_users == 0:
+            _session_ours = SparkContext._active_spark_context is None
+        builder = SparkSession.builder.appName("streamkit-spark-sink")
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        if "spark.master" in conf:
+            builder = builder.master(conf["spark.master"])
+        session = builder.getOrCreate()
+        _session_users += 1
+        return session
+
+
+def release_spark_session(session: SparkSession) -> None:
+    global _session_users
+    with _sessions_lock:
+        _session_users = max(0, _session_users - 1)
+        if _session_users == 0 and _session_ours:
+            session.stop()
 
 
 class SparkSinkTask(SinkTask):
@@ -273,7 +298,6 @@ class SparkSinkTask(SinkTask):
         import pyspark.sql  # noqa: F401 - here, once: importing it from two threads at once breaks it
 
         self._spark: Future[SparkSession] = Future()
-        self._own_session = False
         threading.Thread(target=self._create_session, name="spark-sink-session", daemon=True).start()
         last = self.log.recover(self._publish, delete_strays=c.format == "parquet")
         self._batch_id = last.id if last else 0
@@ -286,11 +310,7 @@ class SparkSinkTask(SinkTask):
 
     def _create_session(self) -> None:
         try:
-            from pyspark import SparkContext
-
-            # a session already running in this process (an app's, a test's) is shared, not ours
-            self._own_session = SparkContext._active_spark_context is None
-            self._spark.set_result(_session(self.config.spark_conf))
+            self._spark.set_result(acquire_spark_session(self.config.spark_conf))
         except BaseException as exc:
             self._spark.set_exception(exc)
 
@@ -423,13 +443,13 @@ class SparkSinkTask(SinkTask):
 
     def stop(self) -> None:
         future = getattr(self, "_spark", None)
-        if future is None or not self._own_session:
+        if future is None:
             return
         try:
             spark = future.result(timeout=120)
         except Exception:
             return
-        spark.stop()
+        release_spark_session(spark)
 
 
 # -- reading -------------------------------------------------------------------------------------
