@@ -292,6 +292,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.tour == "pipeline":
         from streamkit.demo_pipeline import run_pipeline
 
+        if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+            console.print("the pipeline needs Java 17 or later for Spark (e.g. apt-get install "
+                          "openjdk-17-jre-headless); the tours run without it: python -m streamkit.demo --tour all")
+            sys.exit(2)
+
         exact = asyncio.run(run_pipeline(root / "pipeline", console))
         console.print("\nmore: python -m streamkit.demo --tour broker|streams|log|all")
         sys.exit(0 if exact else 1)
