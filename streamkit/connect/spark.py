@@ -24,7 +24,10 @@ Rows: a struct value (with a Connect schema, e.g. from ``JsonConverter`` with
 (Connect's Timestamp and Date logical types to ``timestamp`` and ``date``); a schemaless map
 (JSON without a schema) gets its columns from its keys, with types from its values (nested
 maps and lists as JSON strings). A value of any other type is one column ``value``. New
-fields add columns; tombstones (null values) are skipped.
+fields add columns (null in earlier rows); tombstones (null values) are skipped. A column's
+type is fixed by its first value: a later value of another type (other than an integer in a
+double column) is a ``DataError``, so with ``errors.tolerance=all`` that record goes to the
+dead-letter topic; a ``Cast`` transform or a value schema avoids it.
 
 Exactly once: every micro-batch is written to staging, then committed by one atomic manifest
 holding its files and the next Kafka offset of every partition (``streamkit.connect.
@@ -234,9 +237,11 @@ class _Columns:
 
         return T.StructType([T.StructField(n, t, True) for n, t in self.types.items()])
 
-    def merged(self, fields: Mapping[str, DataType]) -> dict[str, DataType]:
-        """The columns with ``fields`` added; DataError on a type conflict."""
-        out = dict(self.types)
+    def merged(self, fields: Mapping[str, DataType], base: Mapping[str, DataType] | None = None
+               ) -> dict[str, DataType]:
+        """The columns (``base``, by default the table's) with ``fields`` added; DataError on
+        a type conflict."""
+        out = dict(self.types if base is None else base)
         for name, new in fields.items():
             old = out.get(name)
             if old is None:
@@ -334,17 +339,14 @@ class SparkSinkTask(SinkTask):
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         rows: list[dict[str, Any]] = []
-        fields: dict[str, DataType] = {}
-        for record in records:
+        columns = self._columns.types
+        for record in records:  # in order: a column's first type wins, as it would one by one
             if record.value is None:
                 continue
             row, types = self._row(record)
-            for name, t in types.items():
-                have = fields.get(name)
-                fields[name] = t if have is None else (_compatible(have, t) or _compatible(t, have) or t)
+            columns = self._columns.merged(types, columns)  # DataError before anything is buffered
             rows.append(row)
-        merged = self._columns.merged(fields)  # raises before anything is buffered
-        self._columns.types = merged
+        self._columns.types = columns
         self._rows.extend(rows)
         for record in records:
             tp = (record.topic, record.partition)

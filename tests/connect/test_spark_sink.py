@@ -17,7 +17,7 @@ import pytest
 from streamkit.connect.spark import committed_files, read_committed
 from streamkit.connect.spark_log import Batch, CommitLog
 from streamkit.testing import BrokerThread
-from tests.connect.conftest import eventually, produce, standalone, worker_settings
+from tests.connect.conftest import consume, eventually, produce, standalone, worker_settings
 from tests.sparkutil import spark_session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,6 +132,27 @@ async def test_a_connect_schema_gives_the_column_types(broker: BrokerThread, tmp
     assert rows[2].name is None and rows[3].name == "n3" and rows[4].ok is True
     assert int(rows[1].at.timestamp() * 1000) == 1_700_000_000_001
     assert rows[1].day.isoformat() == "2022-01-09"  # day 19001
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+async def test_new_fields_add_columns_and_a_type_conflict_goes_to_the_dead_letter_topic(
+        broker: BrokerThread, tmp_path: Path) -> None:
+    spark = spark_session()
+    table = tmp_path / "evolving"
+    values = [b'{"id": 1, "page": "/a"}', b'{"id": 2, "page": "/b", "ms": 2.5}', b'{"id": "three"}',
+              b'{"id": 4, "ms": 4}']
+    await produce(broker.bootstrap, "spark-evolving", values)
+    sink = _sink("evolving-sink", "spark-evolving", table, **{
+        "include.kafka.metadata": "false", "errors.tolerance": "all",
+        "errors.deadletterqueue.topic.name": "spark-evolving-dlq"})
+    async with standalone(worker_settings(broker.bootstrap, tmp_path), [sink]):
+        await eventually(lambda: _committed_rows(table) == 3, 120, "3 rows committed")
+        dead = await consume(broker.bootstrap, "spark-evolving-dlq", 1)
+    assert dead[0].value == b'{"id": "three"}'
+    df = read_committed(spark, table)
+    assert df.dtypes == [("id", "bigint"), ("page", "string"), ("ms", "double")]
+    assert sorted(tuple(r) for r in df.collect()) == [(1, "/a", None), (2, "/b", 2.5), (4, None, 4.0)]
 
 
 # -- a real worker process, SIGKILLed mid-export ---------------------------------------------------
