@@ -90,7 +90,8 @@ class SparkSinkConfig(ConnectorConfig):
                              description="Commit a micro-batch once this many rows are buffered.")
     include_kafka_metadata: bool = PField(False, alias="include.kafka.metadata",
                                           description="Add kafka_topic/partition/offset/timestamp columns.")
-    spark_conf: dict[str, str] = PField(default_factory=dict, description="Every spark.* key, for the session.")
+    spark_conf: dict[str, str] = PField(default_factory=dict, alias="spark.*",
+                                        description="Every spark.* key configures the SparkSession.")
 
     @model_validator(mode="before")
     @classmethod
