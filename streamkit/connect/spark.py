@@ -102,6 +102,13 @@ class SparkSinkConfig(ConnectorConfig):
             return {**data, "spark_conf": conf}
         return data
 
+    @field_validator("path")
+    @classmethod
+    def _pyspark_installed(cls, value: str) -> str:
+        if importlib.util.find_spec("pyspark") is None:
+            raise ValueError("the Spark sink needs pyspark: pip install 'streamkit[spark]'")
+        return value
+
     @field_validator("format")
     @classmethod
     def _delta_installed(cls, value: str) -> str:
