@@ -1,4 +1,9 @@
-"""``make demo``: a tour of what streamkit runs, on one machine, with nothing to set up.
+"""``make demo``: the whole pipeline on one machine, and tours of its parts.
+
+By default (``python -m streamkit.demo [DIR]``) it runs the pipeline of
+``streamkit.demo_pipeline``: a file source connector ingests generated page views, a stream
+app counts them per page and minute, the Spark sink connector exports the counts and Spark
+prints the top pages. ``--tour broker|streams|log|all`` runs the tours instead:
 
 1. The broker: start one (in this process, on a free port), produce page views with a
    plain Kafka client (aiokafka), count them in a consumer group, restart the broker and
@@ -12,6 +17,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
@@ -270,13 +276,36 @@ async def _wait_for_totals(port: int, total: int, timeout: float = 30) -> None:
         await asyncio.sleep(0.2)
 
 
-def main() -> None:
+TOURS = ("pipeline", "broker", "streams", "log", "all")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m streamkit.demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("directory", nargs="?", default="data/demo", help="where the demo keeps its data")
+    parser.add_argument("--tour", choices=TOURS, default="pipeline",
+                        help="pipeline (default): the whole pipeline; broker, streams, log: one tour; all: the "
+                             "three tours")
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="  [log] %(message)s")
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("data/demo")
+    root = Path(args.directory)
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
-    asyncio.run(broker_tour(root / "broker"))
-    asyncio.run(stream_tour(root / "streams"))
-    run(root / "page_views-0")
+    if args.tour == "pipeline":
+        from streamkit.demo_pipeline import run_pipeline
+
+        if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
+            console.print("the pipeline needs Java 17 or later for Spark (e.g. apt-get install "
+                          "openjdk-17-jre-headless); the tours run without it: python -m streamkit.demo --tour all")
+            sys.exit(2)
+
+        exact = asyncio.run(run_pipeline(root / "pipeline", console))
+        console.print("\nmore: python -m streamkit.demo --tour broker|streams|log|all")
+        sys.exit(0 if exact else 1)
+    if args.tour in ("broker", "all"):
+        asyncio.run(broker_tour(root / "broker"))
+    if args.tour in ("streams", "all"):
+        asyncio.run(stream_tour(root / "streams"))
+    if args.tour in ("log", "all"):
+        run(root / "page_views-0")
     console.print("\nnext: run a broker with `.venv/bin/streamkit broker` and point any Kafka client or "
                   "kcat at 127.0.0.1:9092")
 

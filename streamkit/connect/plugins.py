@@ -43,6 +43,7 @@ BUILTIN_CONNECTORS: tuple[str, ...] = (
     "streamkit.connect.file:FileStreamSinkConnector",
     "streamkit.connect.jdbc.source:JdbcSourceConnector",
     "streamkit.connect.jdbc.sink:JdbcSinkConnector",
+    "streamkit.connect.spark:SparkSinkConnector",
 )
 
 

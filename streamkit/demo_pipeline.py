@@ -1,0 +1,273 @@
+"""The whole pipeline on one machine: file -> Connect -> broker -> stream app -> Connect -> Spark.
+
+``make demo`` runs it, with nothing to set up:
+
+1. a deterministic sample of page views (JSON Lines, ``VIEWS`` rows over an hour of event
+   time, page popularity skewed like real traffic) is generated into the demo's data dir;
+2. an embedded broker starts on a free port;
+3. a Connect worker (standalone, in this process) runs the file source connector of
+   ``connectors/demo-file-source.json``, which ingests the file into ``page_views``;
+4. a stream app counts views per page per minute (the DSL: tumbling windows with a grace
+   period and ``.final()``, as ``apps/pageviews.py``) into ``page_counts``;
+5. the same worker runs the Spark sink connector of ``connectors/demo-spark-sink.json``,
+   which exports ``page_counts`` into a Parquet table in exactly-once micro-batches;
+6. Spark reads the table and prints the top pages, checked against a batch computation of
+   the same input.
+
+Progress bars follow the ingestion (records on ``page_views``), the processing (final
+window counts on ``page_counts``) and the export (rows committed to the table).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+import shutil
+import threading
+import time
+import warnings
+from collections import Counter
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from streamkit.streams.app import App
+
+__all__ = ["VIEWS", "Sample", "generate", "run_pipeline"]
+
+VIEWS = 300_000
+MINUTES = 60
+T0 = 1_700_000_040_000  # a minute boundary
+HEALTH = "/health"
+PAGES = ["/home", "/search", "/cart", "/checkout", "/deals", "/help", "/account", "/blog",
+         *(f"/products/{i}" for i in range(1, 33))]
+CONNECTORS = Path(__file__).resolve().parents[1] / "connectors"
+TOP = 5
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The generated input and what a batch computation says about it."""
+
+    path: Path
+    rows: int
+    windows: dict[tuple[str, int], int]  # (page, window start) -> views, for windows that close
+
+    def totals(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for (page, _start), n in self.windows.items():
+            out[page] += n
+        return out
+
+
+def generate(path: Path, views: int = VIEWS, seed: int = 7) -> Sample:
+    """``views`` page views in event-time order over ``MINUTES`` minutes, every 25th a health
+    check, then one view per page ten minutes later: it moves every page's stream time past
+    the last windows' end and grace, so they close (its own windows stay open)."""
+    rng = random.Random(seed)
+    weights = list(itertools.accumulate(1 / (rank + 1) ** 1.1 for rank in range(len(PAGES))))
+    pages = rng.choices(PAGES, cum_weights=weights, k=views)
+    step = MINUTES * 60_000 / views
+    windows: Counter[tuple[str, int]] = Counter()
+    lines = []
+    for i, page in enumerate(pages):
+        ts = T0 + int(i * step)
+        if i % 25 == 24:
+            page = HEALTH
+        else:
+            windows[(page, ts - ts % 60_000)] += 1
+        lines.append(orjson.dumps({"user": f"u{rng.randrange(5000)}", "page": page, "ts": ts}))
+    closing = T0 + (MINUTES + 10) * 60_000
+    lines.extend(orjson.dumps({"user": "u0", "page": page, "ts": closing}) for page in PAGES)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return Sample(path, len(lines), dict(windows))
+
+
+def _app(bootstrap: str, data_dir: Path) -> App:
+    """Views per page per minute, as ``apps/pageviews.py`` declares it (event time from ``ts``)."""
+    from datetime import timedelta
+
+    from pydantic import BaseModel
+
+    from streamkit.streams.app import App
+    from streamkit.streams.windows import tumbling
+
+    class PageView(BaseModel):
+        user: str
+        page: str
+        ts: int
+
+    app = App("demo-pipeline", broker=bootstrap, data_dir=data_dir,
+              config={"commit.interval.ms": 200, "num.partitions": 2})
+    views = app.topic("page_views", value_type=PageView, partitions=1, timestamp=lambda e: e.value.ts)
+    (app.stream(views)
+        .filter(lambda v: v.page != HEALTH)
+        .group_by(lambda v: v.page, name="by_page")
+        .window(tumbling(minutes=1), grace=timedelta(seconds=10))
+        .count(name="page_counts")
+        .final()
+        .to("page_counts"))
+    return app
+
+
+def _connector(config_file: str, **overrides: str) -> tuple[str, dict[str, Any]]:
+    shipped = json.loads((CONNECTORS / config_file).read_text())
+    return shipped["name"], {**shipped["config"], **overrides}
+
+
+def _start_spark(warehouse: Path) -> Future[SparkSession]:
+    """A local SparkSession, started in the background while the pipeline runs (the Spark
+    sink connector's task shares it: one JVM for the whole demo)."""
+    with warnings.catch_warnings():
+        # pyspark 4 warns on import that it does not fully support pandas 3 yet
+        warnings.simplefilter("ignore", FutureWarning)
+        import pyspark.sql  # imported here, once, before any thread imports it
+        import pyspark.testing.utils  # noqa: F401 - the module that warns
+
+    from streamkit.connect.spark import acquire_spark_session
+
+    log4j = warehouse / "log4j2.properties"
+    log4j.parent.mkdir(parents=True, exist_ok=True)
+    log4j.write_text("rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
+                     "appender.console.type = Console\nappender.console.name = console\n"
+                     "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
+                     "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n")
+    future: Future[SparkSession] = Future()
+
+    def start() -> None:
+        try:
+            future.set_result(acquire_spark_session({
+                "spark.master": "local[1]", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+                "spark.sql.shuffle.partitions": "1", "spark.sql.session.timeZone": "UTC",
+                "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
+                "spark.sql.warehouse.dir": str(warehouse)}))
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=start, name="demo-spark", daemon=True).start()
+    return future
+
+
+class _EndOffsets:
+    """Records on a topic so far: the sum of its partitions' end offsets."""
+
+    def __init__(self, bootstrap: str, consumer: Any) -> None:
+        self.bootstrap = bootstrap
+        self.consumer = consumer
+        self.partitions: dict[str, int] = {}
+
+    async def __call__(self, topic: str) -> int:
+        from aiokafka.structs import TopicPartition
+
+        from streamkit.clients.admin import ClientError, describe_topic
+
+        if topic not in self.partitions:
+            try:
+                self.partitions[topic] = (await describe_topic(self.bootstrap, topic)).partitions
+            except ClientError:
+                return 0  # not created yet
+        ends = await self.consumer.end_offsets([TopicPartition(topic, p) for p in range(self.partitions[topic])])
+        return int(sum(ends.values()))
+
+
+async def _follow(console: Console, end_offset: _EndOffsets, commit_log: Any, sample: Sample, timeout: float
+                  ) -> None:
+    """Progress bars until every closed window's count is in the table (or ``timeout``)."""
+    expected = len(sample.windows)
+    with Progress(TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[unit]}"), TimeElapsedColumn(), console=console) as progress:
+        ingest = progress.add_task("ingestion", total=sample.rows, unit="page views on page_views")
+        process = progress.add_task("processing", total=expected, unit="final counts on page_counts")
+        export = progress.add_task("export", total=expected, unit="rows in the Spark table")
+        deadline = time.monotonic() + timeout
+        exported = 0
+        while exported < expected and time.monotonic() < deadline:
+            progress.update(ingest, completed=await end_offset("page_views"))
+            progress.update(process, completed=min(expected, await end_offset("page_counts")))
+            exported = sum(b.rows for b in commit_log.batches())
+            progress.update(export, completed=exported)
+            await asyncio.sleep(0.25)
+
+
+async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, timeout: float = 150) -> bool:
+    """Run the pipeline in ``directory`` (wiped first); True when Spark's top pages equal the
+    batch computation of the input."""
+    from aiokafka import AIOKafkaConsumer
+
+    from streamkit.clients.admin import create_topic
+    from streamkit.connect.spark import read_committed, release_spark_session
+    from streamkit.connect.spark_log import CommitLog
+    from streamkit.connect.standalone import StandaloneWorker
+    from streamkit.connect.worker_config import load_worker_config
+    from streamkit.testing import embedded_broker
+
+    started = time.monotonic()
+    shutil.rmtree(directory, ignore_errors=True)
+    console.rule("[bold]streamkit demo: the whole pipeline")
+    sample = generate(directory / "input" / "page_views.jsonl", views)
+    console.print(f"generated {sample.rows:,} page views (JSON Lines, {MINUTES} minutes of event time, "
+                  f"{len(PAGES)} pages) in {sample.path}")
+    spark_future = _start_spark(directory / "spark")
+    table = directory / "tables" / "page_counts"
+    expected = len(sample.windows)
+    async with embedded_broker(directory / "broker") as broker:
+        await create_topic(broker.bootstrap, "page_views", 1, {})
+        app = _app(broker.bootstrap, directory / "app")
+        runtime = await app.start()
+        worker = StandaloneWorker(load_worker_config({
+            "bootstrap.servers": broker.bootstrap, "listeners": "http://127.0.0.1:0",
+            "offset.storage.file.filename": str(directory / "connect" / "offsets.json"),
+            "offset.flush.interval.ms": "1000"}), [
+            _connector("demo-file-source.json", file=str(sample.path)),
+            _connector("demo-spark-sink.json", path=str(table)),
+        ])
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+        commit_log = CommitLog(table)
+        try:
+            await worker.start()
+            await consumer.start()
+            console.print(f"broker on {broker.bootstrap}; Connect worker on {worker.url} running "
+                          "demo-file-source and demo-spark-sink; app demo-pipeline counting views per page "
+                          "per minute")
+            await _follow(console, _EndOffsets(broker.bootstrap, consumer), commit_log, sample, timeout)
+        finally:
+            await consumer.stop()
+            await worker.stop()
+            await runtime.stop()
+    batches = len(commit_log.batches())
+    spark = spark_future.result()
+    df = read_committed(spark, table)
+    from pyspark.sql import functions as F
+
+    top = (df.groupBy("page").agg(F.sum("views").alias("views"), F.count("*").alias("minutes"),
+                                  F.max("views").alias("peak"))
+           .orderBy(F.desc("views"), "page").limit(TOP).collect())
+    rows, total = df.count(), df.agg(F.sum("views")).collect()[0][0]
+    batch_totals = sample.totals()
+    result = Table(title=f"top {TOP} pages (Spark, from {table})")
+    for column in ("page", "views", "minutes", "busiest minute", "batch computation"):
+        result.add_column(column, justify="left" if column == "page" else "right")
+    for r in top:
+        result.add_row(r.page, f"{r.views:,}", str(r.minutes), f"{r.peak:,}", f"{batch_totals[r.page]:,}")
+    console.print(result)
+    expected_top = sorted(batch_totals.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
+    exact = [(r.page, r.views) for r in top] == expected_top and rows == expected and total == sum(batch_totals.values())
+    console.print(f"pipeline: {sample.rows:,} page views ingested -> {expected:,} windowed counts -> {rows:,} rows "
+                  f"in {batches} micro-batches, {total:,} views; in {time.monotonic() - started:.0f} s")
+    console.print(f"top pages {'match' if exact else 'DO NOT match'} the batch computation of the input "
+                  f"({runtime.metrics.late_records} late records)")
+    console.print(f"read the table yourself: spark.read.parquet({str(table)!r})")
+    release_spark_session(spark)
+    return exact
