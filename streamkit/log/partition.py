@@ -33,6 +33,7 @@ from streamkit.log.checkpoint import CLEAN_SHUTDOWN, Checkpoint, fsync_dir
 from streamkit.log.config import LogConfig
 from streamkit.log.errors import InvalidBatchError, OffsetOutOfRangeError
 from streamkit.log.producer_state import AppendOrigin, ProducerStateManager
+from streamkit.log.recompress import check_timestamps, recompress
 from streamkit.log.records import ControlType, control_type_of, decode_batch
 from streamkit.log.retention import SegmentInfo, deletable_prefix
 from streamkit.log.segment import Segment
@@ -50,6 +51,7 @@ _NEVER = 2**62  # flush.ms at or above this means "no time-based flush" (Kafka's
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _CONTROL_BIT = 0x20
 _TRANSACTIONAL_BIT = 0x10
+_CODEC_BITS = 0x07
 
 
 def wall_clock_ms() -> int:
@@ -270,6 +272,14 @@ class PartitionLog:
         attributes, last_delta, max_ts, producer_id = fields[5], fields[6], fields[8], fields[9]
         if attributes & _CONTROL_BIT and not attributes & _TRANSACTIONAL_BIT:
             raise InvalidBatchError("a control batch must be transactional")
+        if self._check_timestamps and not self._log_append_time and not attributes & _CONTROL_BIT:
+            check_timestamps(batch, max_ts, self.clock(), self.config.message_timestamp_before_max_ms,
+                             self.config.message_timestamp_after_max_ms)
+        codec = self._target_codec
+        if codec is not None and attributes & _CODEC_BITS != codec and not attributes & _CONTROL_BIT:
+            batch = memoryview(recompress(batch, codec, self.config.compression_level))
+            fields = check_batch(batch, self.config.max_message_bytes)
+            last_delta = fields[6]
         with self.lock:
             if self._closed:
                 self._check_open()
@@ -518,6 +528,9 @@ class PartitionLog:
         self._segment_bytes = config.segment_bytes
         self._segment_ms = config.segment_ms
         self._flush_messages = config.flush_messages
+        self._target_codec = config.target_codec
+        self._check_timestamps = (config.message_timestamp_before_max_ms < _NEVER
+                                  or config.message_timestamp_after_max_ms < _NEVER)
 
     # -- compaction support (used by streamkit.log.cleaner) ---------------------------
 
