@@ -77,3 +77,21 @@ def test_store_is_durable_and_validate_only_changes_nothing(tmp_path: Path) -> N
     again = GroupConfigStore(tmp_path, broker)
     again.load()
     assert again.overrides("g") == {} and again.get("g") == again.defaults
+
+
+def test_broker_wide_topic_defaults_under_kafka_names() -> None:
+    """Topic configs Kafka sets broker-wide (same name or log.* synonym) become every
+    topic's default instead of being ignored."""
+    broker = BrokerConfig.from_kafka({
+        "compression.type": "zstd", "log.cleaner.max.compaction.lag.ms": "60000",
+        "log.roll.jitter.hours": "1", "min.insync.replicas": "2", "log.preallocate": "true",
+        "log.local.retention.ms": "1000", "log.message.timestamp.after.max.ms": "3600000",
+    })
+    defaults = broker.topic_defaults
+    assert defaults.compression_type == "zstd" and defaults.max_compaction_lag_ms == 60000
+    assert defaults.segment_jitter_ms == 3_600_000 and defaults.min_insync_replicas == 2
+    assert defaults.preallocate and defaults.local_retention_ms == 1000
+    assert defaults.message_timestamp_after_max_ms == 3_600_000
+    assert broker.to_kafka()["log.cleaner.max.compaction.lag.ms"] == "60000"
+    with pytest.raises(ConfigError):
+        BrokerConfig.from_kafka({"compression.type": "brotli"})
