@@ -328,7 +328,12 @@ class LogConfig:
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigError(f"unknown topic config {name!r}{hint}")
             changes[d.attr] = parse_value(d, raw)
-        return dataclasses.replace(base or cls(), **changes)
+        config = dataclasses.replace(base or cls(), **changes)
+        if config.min_compaction_lag_ms > config.max_compaction_lag_ms:  # Kafka's validateValues
+            raise ConfigError(
+                f"conflict topic config setting min.compaction.lag.ms ({config.min_compaction_lag_ms}) "
+                f"> max.compaction.lag.ms ({config.max_compaction_lag_ms})")
+        return config
 
     def to_kafka(self) -> dict[str, str]:
         return {d.name: render_value(d, getattr(self, d.attr)) for d in TOPIC_CONFIGS}

@@ -9,7 +9,7 @@ import pytest
 from streamkit.log import Compression, build_batch, decode_batch
 from streamkit.log.batch import parse_header
 from streamkit.log.config import TOPIC_CONFIGS, LogConfig
-from streamkit.log.errors import InvalidTimestampError
+from streamkit.log.errors import ConfigError, InvalidTimestampError
 from streamkit.log.producer_state import AppendOrigin
 
 from .conftest import T0, FakeClock, OpenLog, make_batch, make_records, read_batches, read_records
@@ -69,6 +69,12 @@ def test_empty_cleanup_policy_keeps_old_segments(open_log: OpenLog, clock: FakeC
     assert len(log.segments) > 2
     assert log.apply_retention() == 0
     assert log.log_start_offset == 0
+
+
+def test_min_compaction_lag_may_not_exceed_max() -> None:
+    with pytest.raises(ConfigError, match="conflict"):
+        LogConfig.from_kafka({"min.compaction.lag.ms": 10, "max.compaction.lag.ms": 5})
+    assert LogConfig.from_kafka({"min.compaction.lag.ms": 5, "max.compaction.lag.ms": 5}).max_compaction_lag_ms == 5
 
 
 def test_unit_synonyms() -> None:
