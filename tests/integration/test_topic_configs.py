@@ -27,7 +27,15 @@ from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, Descr
 from streamkit.log.batch import Compression
 from streamkit.testing import BrokerProcess
 from tests.conftest import require_service
-from tests.integration.util import QUIET, admin, call, connect, read_partition, stored_batches
+from tests.integration.util import (
+    QUIET,
+    admin,
+    call,
+    connect,
+    read_partition,
+    stored_batches,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -416,3 +424,42 @@ def test_group_configs_through_kafka_python(broker: BrokerProcess) -> None:
         assert entries["streams.num.standby.replicas"] == "1"
     finally:
         k_admin.close()
+
+
+# -- max.compaction.lag.ms ----------------------------------------------------------------
+
+
+def test_max_compaction_lag_forces_the_cleaner(broker_factory: Any) -> None:
+    """Two compacted topics with a little dirt, far below min.cleanable.dirty.ratio: the one
+    with max.compaction.lag.ms is cleaned once its dirt is older than the lag, the other not."""
+    broker = broker_factory({"log.cleaner.backoff.ms": "100"})
+    client = admin(broker.bootstrap)
+    base = {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.9"}
+    forced, control = "lag-forced", "lag-control"
+    futures = client.create_topics([NewTopic(forced, 1, 1, config={**base, "max.compaction.lag.ms": "1500"}),
+                                    NewTopic(control, 1, 1, config=base)])
+    for future in futures.values():
+        future.result(TIMEOUT)
+
+    def produce(keys: list[str]) -> None:
+        # batches of ten records, so that segments of 2048 bytes roll often
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "batch.num.messages": 10, **QUIET})
+        for t in (forced, control):
+            for i, key in enumerate(keys):
+                producer.produce(t, f"{key}={i}".encode().ljust(100, b"."), key=key.encode())
+            assert producer.flush(TIMEOUT) == 0
+
+    def k0_values(topic: str) -> int:
+        return sum(1 for r in read_partition(broker.bootstrap, topic, 0) if r.key == b"k0")
+
+    produce([f"k{i}" for i in range(300)])  # distinct keys: the clean part of the log
+    # the first pass (everything dirty) cleans both; wait until it has, then add the dirt
+    wait_until(lambda: all(_cleaned_once(broker, t) for t in (forced, control)), 30, "the first cleaning")
+    produce(["k0"] * 10 + [f"f{i}" for i in range(40)])  # k0 updates, then fillers to close their segments
+    assert k0_values(control) == 11
+    wait_until(lambda: k0_values(forced) == 1, 60, "max.compaction.lag.ms to force the cleaner")
+    assert k0_values(control) == 11  # same cleaner passes, dirty ratio too low: untouched
+
+
+def _cleaned_once(broker: BrokerProcess, topic: str) -> bool:
+    return f"compacted {broker.data_dir / f'{topic}-0'}:" in broker.log_file.read_text()
