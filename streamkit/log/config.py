@@ -150,7 +150,6 @@ TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("segment.jitter.ms", "segment_jitter_ms", "long", 0, "log.roll.jitter.ms",
               "the largest random jitter subtracted from segment.ms", _at_least(0),
               more_synonyms=(("log.roll.jitter.hours", 3_600_000),),
-              effect="stored; segments roll at segment.ms exactly, without jitter",
               default_synonym=("log.roll.jitter.hours", 0)),
     ConfigDef("file.delete.delay.ms", "file_delete_delay_ms", "long", 60000,
               "log.segment.delete.delay.ms", "how long to wait before deleting a file",

@@ -21,6 +21,7 @@ while the broker's event loop appends and reads.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from bisect import bisect_left, bisect_right
@@ -306,7 +307,7 @@ class PartitionLog:
                 or nxt - 1 - active.base_offset > _MAX_RELATIVE_OFFSET
                 or (
                     active.first_timestamp is not None  # 0 is a timestamp: no `or` shortcut
-                    and max_ts - active.first_timestamp > self._segment_ms
+                    and max_ts - active.first_timestamp > self._segment_ms - self._roll_jitter_ms
                 )
             ):
                 self._roll()
@@ -339,6 +340,7 @@ class PartitionLog:
         active.flush(fsync=True)
         self.producers.take_snapshot(active.next_offset)
         seg = Segment.create(self.directory, active.next_offset, self.config.index_interval_bytes)
+        self._roll_jitter_ms = _roll_jitter(self.config)
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         running = self._closed_max_ts[-1] if self._closed_max_ts else -1
@@ -527,6 +529,7 @@ class PartitionLog:
         self._log_append_time = config.log_append_time
         self._segment_bytes = config.segment_bytes
         self._segment_ms = config.segment_ms
+        self._roll_jitter_ms = _roll_jitter(config)
         self._flush_messages = config.flush_messages
         self._target_codec = config.target_codec
         self._check_timestamps = (config.message_timestamp_before_max_ms < _NEVER
@@ -601,6 +604,14 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"partition log {self.directory} is closed")
+
+
+def _roll_jitter(config: LogConfig) -> int:
+    """Kafka's randomSegmentJitter: each segment rolls up to ``segment.jitter.ms`` before
+    ``segment.ms``, so that partitions created together do not all roll at once."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return random.randrange(min(config.segment_jitter_ms, config.segment_ms))
 
 
 def _first_at_or_after(batch: bytes, timestamp: int, min_offset: int) -> tuple[int, int] | None:

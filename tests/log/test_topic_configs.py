@@ -173,3 +173,23 @@ def test_timestamp_bounds_do_not_apply_to_log_append_time(open_log: OpenLog) -> 
     log = open_log({"message.timestamp.after.max.ms": 0, "message.timestamp.type": "LogAppendTime"})
     log.append(make_batch(1, ts=T0 + 10_000))
     assert log.log_end_offset == 1
+
+
+# -- segment.jitter.ms --------------------------------------------------------------------
+
+
+def _roll_spans(open_log: OpenLog, settings: dict[str, object], tmp: pytest.TempPathFactory) -> list[int]:
+    """How far each closed segment's records span when one record comes every ms."""
+    log = open_log({"segment.ms": 100, **settings}, directory=tmp.mktemp("jitter") / "t-0")
+    for i in range(3000):
+        log.append(make_batch(1, ts=T0 + i))
+    return [seg.max_timestamp - seg.first_timestamp for seg in log.segments[:-1]
+            if seg.first_timestamp is not None]
+
+
+def test_segment_jitter_rolls_segments_early_by_a_random_amount(
+        open_log: OpenLog, tmp_path_factory: pytest.TempPathFactory) -> None:
+    assert set(_roll_spans(open_log, {}, tmp_path_factory)) == {100}  # no jitter: exactly segment.ms
+    spans = _roll_spans(open_log, {"segment.jitter.ms": 90}, tmp_path_factory)
+    assert all(10 <= s <= 100 for s in spans)
+    assert len(set(spans)) > 3  # each segment draws its own jitter
