@@ -141,9 +141,9 @@ TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
               "(INVALID_TIMESTAMP)", _at_least(0)),
     ConfigDef("message.timestamp.difference.max.ms", "message_timestamp_difference_max_ms", "long",
               LONG_MAX, "log.message.timestamp.difference.max.ms",
-              "[deprecated in Kafka] superseded by message.timestamp.before.max.ms and "
-              "message.timestamp.after.max.ms", _at_least(0),
-              effect="stored; superseded by message.timestamp.before/after.max.ms, as in Kafka 4"),
+              "[deprecated in Kafka] the bound on both sides of the broker's time when "
+              "message.timestamp.before.max.ms / after.max.ms are left at their default",
+              _at_least(0)),
     ConfigDef("segment.index.bytes", "segment_index_bytes", "int", 10485760,
               "log.index.size.max.bytes", "the largest size of a segment's offset index",
               _at_least(4), effect="stored; streamkit's sparse indexes grow as needed"),
@@ -292,6 +292,21 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def timestamp_before_max_ms(self) -> int:
+        """message.timestamp.before.max.ms, or the deprecated difference.max.ms when it is
+        left at its default (Kafka's transition rule)."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_max_ms(self) -> int:
+        """message.timestamp.after.max.ms, or difference.max.ms as for the before side."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
 
     @property
     def target_codec(self) -> int | None:

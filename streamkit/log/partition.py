@@ -274,8 +274,8 @@ class PartitionLog:
         if attributes & _CONTROL_BIT and not attributes & _TRANSACTIONAL_BIT:
             raise InvalidBatchError("a control batch must be transactional")
         if self._check_timestamps and not self._log_append_time and not attributes & _CONTROL_BIT:
-            check_timestamps(batch, max_ts, self.clock(), self.config.message_timestamp_before_max_ms,
-                             self.config.message_timestamp_after_max_ms)
+            check_timestamps(batch, max_ts, self.clock(), self.config.timestamp_before_max_ms,
+                             self.config.timestamp_after_max_ms)
         codec = self._target_codec
         if codec is not None and attributes & _CODEC_BITS != codec and not attributes & _CONTROL_BIT:
             batch = memoryview(recompress(batch, codec, self.config.compression_level))
@@ -532,8 +532,8 @@ class PartitionLog:
         self._roll_jitter_ms = _roll_jitter(config)
         self._flush_messages = config.flush_messages
         self._target_codec = config.target_codec
-        self._check_timestamps = (config.message_timestamp_before_max_ms < _NEVER
-                                  or config.message_timestamp_after_max_ms < _NEVER)
+        self._check_timestamps = (config.timestamp_before_max_ms < _NEVER
+                                  or config.timestamp_after_max_ms < _NEVER)
 
     # -- compaction support (used by streamkit.log.cleaner) ---------------------------
 

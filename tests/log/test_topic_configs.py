@@ -169,6 +169,21 @@ def test_timestamp_bounds(open_log: OpenLog, clock: FakeClock) -> None:
     assert log.log_end_offset == 2
 
 
+def test_deprecated_difference_max_ms_bounds_both_sides_when_they_are_default(
+        open_log: OpenLog, tmp_path_factory: pytest.TempPathFactory) -> None:
+    log = open_log({"message.timestamp.difference.max.ms": 1000})
+    log.append(make_batch(2, ts=[T0 - 1000, T0 + 1000]))
+    for ts in (T0 - 1001, T0 + 1001):
+        with pytest.raises(InvalidTimestampError):
+            log.append(make_batch(1, ts=ts))
+    # an explicit after.max.ms wins on its side, difference.max.ms still bounds the other
+    both = open_log({"message.timestamp.difference.max.ms": 1000, "message.timestamp.after.max.ms": 5000},
+                    directory=tmp_path_factory.mktemp("diff") / "t-0")
+    both.append(make_batch(1, ts=T0 + 5000))
+    with pytest.raises(InvalidTimestampError):
+        both.append(make_batch(1, ts=T0 - 1001))
+
+
 def test_timestamp_bounds_do_not_apply_to_log_append_time(open_log: OpenLog) -> None:
     log = open_log({"message.timestamp.after.max.ms": 0, "message.timestamp.type": "LogAppendTime"})
     log.append(make_batch(1, ts=T0 + 10_000))
