@@ -76,6 +76,54 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
               None, "largest session.timeout.ms a consumer may ask for", _at_least(1)),
     ConfigDef("group.max.size", "group_max_size", "int", 2147483647, None,
               "most members one consumer group may have", _at_least(1)),
+    # KIP-848 / KIP-932 / KIP-1071 group defaults and the bounds a group config
+    # (IncrementalAlterConfigs on a GROUP resource) must stay within; Kafka 4's values.
+    ConfigDef("group.consumer.session.timeout.ms", "group_consumer_session_timeout_ms", "int", 45000,
+              None, "session timeout of consumer-protocol group members", _at_least(1)),
+    ConfigDef("group.consumer.min.session.timeout.ms", "group_consumer_min_session_timeout_ms", "int",
+              45000, None, "smallest consumer.session.timeout.ms", _at_least(1)),
+    ConfigDef("group.consumer.max.session.timeout.ms", "group_consumer_max_session_timeout_ms", "int",
+              60000, None, "largest consumer.session.timeout.ms", _at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms", "int",
+              5000, None, "heartbeat interval of consumer-protocol group members", _at_least(1)),
+    ConfigDef("group.consumer.min.heartbeat.interval.ms", "group_consumer_min_heartbeat_interval_ms",
+              "int", 5000, None, "smallest consumer.heartbeat.interval.ms", _at_least(1)),
+    ConfigDef("group.consumer.max.heartbeat.interval.ms", "group_consumer_max_heartbeat_interval_ms",
+              "int", 15000, None, "largest consumer.heartbeat.interval.ms", _at_least(1)),
+    ConfigDef("group.share.session.timeout.ms", "group_share_session_timeout_ms", "int", 45000,
+              None, "session timeout of share group members", _at_least(1)),
+    ConfigDef("group.share.min.session.timeout.ms", "group_share_min_session_timeout_ms", "int",
+              45000, None, "smallest share.session.timeout.ms", _at_least(1)),
+    ConfigDef("group.share.max.session.timeout.ms", "group_share_max_session_timeout_ms", "int",
+              60000, None, "largest share.session.timeout.ms", _at_least(1)),
+    ConfigDef("group.share.heartbeat.interval.ms", "group_share_heartbeat_interval_ms", "int", 5000,
+              None, "heartbeat interval of share group members", _at_least(1)),
+    ConfigDef("group.share.min.heartbeat.interval.ms", "group_share_min_heartbeat_interval_ms", "int",
+              5000, None, "smallest share.heartbeat.interval.ms", _at_least(1)),
+    ConfigDef("group.share.max.heartbeat.interval.ms", "group_share_max_heartbeat_interval_ms", "int",
+              15000, None, "largest share.heartbeat.interval.ms", _at_least(1)),
+    ConfigDef("group.share.record.lock.duration.ms", "group_share_record_lock_duration_ms", "int",
+              30000, None, "how long a share consumer holds an acquired record", _at_least(1000)),
+    ConfigDef("group.share.min.record.lock.duration.ms", "group_share_min_record_lock_duration_ms",
+              "int", 15000, None, "smallest share.record.lock.duration.ms", _at_least(1000)),
+    ConfigDef("group.share.max.record.lock.duration.ms", "group_share_max_record_lock_duration_ms",
+              "int", 60000, None, "largest share.record.lock.duration.ms", _at_least(1000)),
+    ConfigDef("group.streams.session.timeout.ms", "group_streams_session_timeout_ms", "int", 45000,
+              None, "session timeout of streams group members", _at_least(1)),
+    ConfigDef("group.streams.min.session.timeout.ms", "group_streams_min_session_timeout_ms", "int",
+              45000, None, "smallest streams.session.timeout.ms", _at_least(1)),
+    ConfigDef("group.streams.max.session.timeout.ms", "group_streams_max_session_timeout_ms", "int",
+              60000, None, "largest streams.session.timeout.ms", _at_least(1)),
+    ConfigDef("group.streams.heartbeat.interval.ms", "group_streams_heartbeat_interval_ms", "int",
+              5000, None, "heartbeat interval of streams group members", _at_least(1)),
+    ConfigDef("group.streams.min.heartbeat.interval.ms", "group_streams_min_heartbeat_interval_ms",
+              "int", 5000, None, "smallest streams.heartbeat.interval.ms", _at_least(1)),
+    ConfigDef("group.streams.max.heartbeat.interval.ms", "group_streams_max_heartbeat_interval_ms",
+              "int", 15000, None, "largest streams.heartbeat.interval.ms", _at_least(1)),
+    ConfigDef("group.streams.num.standby.replicas", "group_streams_num_standby_replicas", "int", 0,
+              None, "standby replicas of a streams group's tasks", _at_least(0)),
+    ConfigDef("group.streams.max.standby.replicas", "group_streams_max_standby_replicas", "int", 2,
+              None, "largest streams.num.standby.replicas", _at_least(0)),
     ConfigDef("offsets.topic.num.partitions", "offsets_topic_num_partitions", "int", 50, None,
               "partitions of __consumer_offsets (fixed once created)", _at_least(1)),
     ConfigDef("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", "int", 104857600,
@@ -130,8 +178,8 @@ KAFKA_IGNORED: frozenset[str] = frozenset({
     "process.roles", "inter.broker.listener.name", "listener.security.protocol.map",
     "early.start.listeners", "initial.broker.registration.timeout.ms", "broker.heartbeat.interval.ms",
     "broker.session.timeout.ms", "broker.id.generation.enable", "reserved.broker.max.id", "broker.rack",
-    "inter.broker.protocol.version", "log.message.format.version", "eligible.leader.replicas.enable",
-    "auto.leader.rebalance.enable", "unclean.leader.election.enable", "min.insync.replicas",
+    "inter.broker.protocol.version", "eligible.leader.replicas.enable",
+    "auto.leader.rebalance.enable",
     "node.id.generation.enable",
     # internal topics' replication and the transaction / share coordinators
     "offsets.topic.replication.factor", "offsets.topic.compression.codec", "offsets.commit.required.acks",
@@ -143,13 +191,9 @@ KAFKA_IGNORED: frozenset[str] = frozenset({
     # purgatories, fetch sessions, topic defaults not implemented here
     "fetch.purgatory.purge.interval.requests", "producer.purgatory.purge.interval.requests",
     "delete.records.purgatory.purge.interval.requests", "max.incremental.fetch.session.cache.slots",
-    "compression.type", "log.preallocate", "log.index.size.max.bytes", "log.roll.jitter.ms",
-    "log.roll.jitter.hours", "log.segment.delete.delay.ms", "log.message.downconversion.enable",
-    "log.message.timestamp.difference.max.ms", "log.message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
     "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
-    "log.cleaner.io.max.bytes.per.second", "log.cleaner.max.compaction.lag.ms",
-    "log.dir.failure.timeout.ms", "log.local.retention.ms", "log.local.retention.bytes",
+    "log.cleaner.io.max.bytes.per.second", "log.dir.failure.timeout.ms",
     "log.flush.start.offset.checkpoint.interval.ms",
     # security, quotas, metrics, plugins
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
@@ -263,6 +307,29 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
     group_max_size: int = 2147483647
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_min_session_timeout_ms: int = 45000
+    group_consumer_max_session_timeout_ms: int = 60000
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_min_heartbeat_interval_ms: int = 5000
+    group_consumer_max_heartbeat_interval_ms: int = 15000
+    group_share_session_timeout_ms: int = 45000
+    group_share_min_session_timeout_ms: int = 45000
+    group_share_max_session_timeout_ms: int = 60000
+    group_share_heartbeat_interval_ms: int = 5000
+    group_share_min_heartbeat_interval_ms: int = 5000
+    group_share_max_heartbeat_interval_ms: int = 15000
+    group_share_record_lock_duration_ms: int = 30000
+    group_share_min_record_lock_duration_ms: int = 15000
+    group_share_max_record_lock_duration_ms: int = 60000
+    group_streams_session_timeout_ms: int = 45000
+    group_streams_min_session_timeout_ms: int = 45000
+    group_streams_max_session_timeout_ms: int = 60000
+    group_streams_heartbeat_interval_ms: int = 5000
+    group_streams_min_heartbeat_interval_ms: int = 5000
+    group_streams_max_heartbeat_interval_ms: int = 15000
+    group_streams_num_standby_replicas: int = 0
+    group_streams_max_standby_replicas: int = 2
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104857600
     offset_metadata_max_bytes: int = 4096

@@ -18,6 +18,7 @@ from streamkit.log.errors import (
     ConfigError,
     CorruptBatchError,
     InvalidBatchError,
+    InvalidTimestampError,
     OffsetOutOfRangeError,
     UnsupportedCompressionError,
 )
@@ -45,6 +46,7 @@ class BrokerError(Exception):
 EXCEPTION_CODES: Final[dict[type[BaseException], ErrorCode]] = {
     CorruptBatchError: ErrorCode.corrupt_message,
     BatchTooLargeError: ErrorCode.message_too_large,
+    InvalidTimestampError: ErrorCode.invalid_timestamp,
     InvalidBatchError: ErrorCode.invalid_record,
     UnsupportedCompressionError: ErrorCode.unsupported_compression_type,
     OffsetOutOfRangeError: ErrorCode.offset_out_of_range,

@@ -24,6 +24,7 @@ from streamkit.broker.framing import Connection
 from streamkit.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from streamkit.broker.group.group import GroupSettings
 from streamkit.broker.group.runtime import GroupRuntime
+from streamkit.broker.group_configs import GroupConfigStore
 from streamkit.broker.handlers import HANDLERS
 from streamkit.broker.memory import RequestMemory
 from streamkit.broker.producers import ProducerIds
@@ -213,6 +214,8 @@ class Broker:
             _InternalStore(topics, TRANSACTION_STATE_TOPIC),
             _Markers(topics, coordinator, waiters, clock), producer_ids.next_id, clock)
         txns.load()
+        group_configs = GroupConfigStore(meta, cfg)
+        group_configs.load()
         try:
             self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
                                                       limit=_READ_SIZE, reuse_address=True)
@@ -220,7 +223,7 @@ class Broker:
             logs.close()  # a refused bind leaves the logs as a clean stop does
             raise
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
-                                 producer_ids, waiters, clock, txns)
+                                 producer_ids, waiters, clock, txns, group_configs)
         groups.start()
         if cfg.log_cleaner_enable:
             logs.start_cleaner()

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from streamkit.broker.config import BrokerConfig
 from streamkit.broker.group.coordinator import GroupCoordinator
 from streamkit.broker.group.runtime import GroupRuntime
+from streamkit.broker.group_configs import GroupConfigStore
 from streamkit.broker.producers import ProducerIds
 from streamkit.broker.topics import TopicManager
 from streamkit.broker.txn.coordinator import TransactionCoordinator
@@ -30,6 +31,8 @@ class BrokerState:
     waiters: AppendWaiters
     clock: Callable[[], int]
     txns: TransactionCoordinator
+    # per-group configs (GROUP resource): group_configs.get(group_id) gives the effective ones
+    group_configs: GroupConfigStore
 
     @property
     def coordinator(self) -> GroupCoordinator:

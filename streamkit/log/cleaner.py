@@ -6,7 +6,10 @@ One pass over a partition:
    ``min.compaction.lag.ms`` (stopping at the first that is not). The active segment is
    never touched.
 2. Skip the pass unless the dirty share (bytes past the cleaner offset) reaches
-   ``min.cleanable.dirty.ratio``, or a kept tombstone's delete horizon has passed.
+   ``min.cleanable.dirty.ratio``, a kept tombstone's delete horizon has passed, or (KIP-354)
+   the first dirty segment's first record is older than ``max.compaction.lag.ms``: then
+   the pass runs whatever the dirty ratio, so a key's old value is gone within that lag
+   (plus the roll of the active segment, which is never cleaned, as in Kafka).
 3. Build a map key -> latest offset over the cleanable range.
 4. Rewrite each cleanable segment on its own, keeping a record when it is the latest for its
    key, or has no key. Tombstones (null values) follow KIP-534: the first pass that keeps
@@ -106,6 +109,16 @@ def _cleanable(partition: PartitionLog, now_ms: int) -> list[Segment]:
     return out
 
 
+def _overdue(segments: list[Segment], first_dirty: int, now_ms: int, max_lag_ms: int) -> bool:
+    """Whether max.compaction.lag.ms forces this pass: the oldest uncleaned record of the
+    cleanable range (the first batch of its first dirty segment) is older than the lag."""
+    for seg in segments:
+        if seg.next_offset > first_dirty and seg.size:
+            first = seg.first_timestamp if seg.first_timestamp is not None else seg.max_timestamp
+            return first >= 0 and now_ms - first > max_lag_ms
+    return False
+
+
 class _Aborted:
     """Which transactional batches belong to aborted transactions."""
 
@@ -138,7 +151,8 @@ def clean(partition: PartitionLog, now_ms: int | None = None, force: bool = Fals
     dirty = sum(s.size for s in segments if s.next_offset > first_dirty)
     if total == 0:
         return None
-    if not force and not horizon_due and (dirty == 0 or dirty / total < partition.config.min_cleanable_dirty_ratio):
+    if (not force and not horizon_due and not _overdue(segments, first_dirty, now, partition.config.max_compaction_lag_ms)
+            and (dirty == 0 or dirty / total < partition.config.min_cleanable_dirty_ratio)):
         return None
 
     aborted = _Aborted(partition, segments[0].base_offset, end)

@@ -24,21 +24,26 @@ _XERIAL_BLOCK = 32 * 1024
 _INT32 = struct.Struct(">i")
 
 
-def compress(codec: int, data: bytes) -> bytes:
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """``level`` is the codec's level (compression.*.level); None keeps the fast defaults
+    compaction has always used (gzip 6, cramjam's lz4 and zstd defaults)."""
     if codec == Compression.NONE:
         return data
     if codec == Compression.GZIP:
-        return gzip.compress(data, compresslevel=6, mtime=0)
+        return gzip.compress(data, compresslevel=6 if level is None else level, mtime=0)
     if codec == Compression.SNAPPY:
         return _xerial_compress(data)
     if codec == Compression.LZ4:
         # Independent blocks: Kafka's Java client and broker reject a frame without the
         # BLOCK_INDEPENDENCE flag ("Dependent block stream is unsupported"), cramjam's default.
-        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False)
+        options = {} if level is None else {"level": level}
+        compressor = cramjam.lz4.Compressor(content_checksum=False, block_linked=False, **options)
         compressor.compress(data)
         return bytes(compressor.finish())
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        if level is None:
+            return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise UnsupportedCompressionError(f"unknown compression codec id {codec}")
 
 

@@ -11,6 +11,7 @@ __all__ = [
     "ConfigError",
     "CorruptBatchError",
     "InvalidBatchError",
+    "InvalidTimestampError",
     "LogError",
     "OffsetOutOfRangeError",
     "UnsupportedCompressionError",
@@ -31,6 +32,11 @@ class InvalidBatchError(LogError):
 
 class BatchTooLargeError(InvalidBatchError):
     """A batch larger than max.message.bytes (Kafka: MESSAGE_TOO_LARGE)."""
+
+
+class InvalidTimestampError(InvalidBatchError):
+    """A CreateTime timestamp outside message.timestamp.before/after.max.ms (Kafka:
+    INVALID_TIMESTAMP)."""
 
 
 class UnsupportedCompressionError(LogError):

@@ -21,6 +21,7 @@ while the broker's event loop appends and reads.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from bisect import bisect_left, bisect_right
@@ -33,6 +34,7 @@ from streamkit.log.checkpoint import CLEAN_SHUTDOWN, Checkpoint, fsync_dir
 from streamkit.log.config import LogConfig
 from streamkit.log.errors import InvalidBatchError, OffsetOutOfRangeError
 from streamkit.log.producer_state import AppendOrigin, ProducerStateManager
+from streamkit.log.recompress import check_timestamps, recompress
 from streamkit.log.records import ControlType, control_type_of, decode_batch
 from streamkit.log.retention import SegmentInfo, deletable_prefix
 from streamkit.log.segment import Segment
@@ -50,6 +52,7 @@ _NEVER = 2**62  # flush.ms at or above this means "no time-based flush" (Kafka's
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _CONTROL_BIT = 0x20
 _TRANSACTIONAL_BIT = 0x10
+_CODEC_BITS = 0x07
 
 
 def wall_clock_ms() -> int:
@@ -270,6 +273,14 @@ class PartitionLog:
         attributes, last_delta, max_ts, producer_id = fields[5], fields[6], fields[8], fields[9]
         if attributes & _CONTROL_BIT and not attributes & _TRANSACTIONAL_BIT:
             raise InvalidBatchError("a control batch must be transactional")
+        if self._check_timestamps and not self._log_append_time and not attributes & _CONTROL_BIT:
+            check_timestamps(batch, max_ts, self.clock(), self.config.timestamp_before_max_ms,
+                             self.config.timestamp_after_max_ms)
+        codec = self._target_codec
+        if codec is not None and attributes & _CODEC_BITS != codec and not attributes & _CONTROL_BIT:
+            batch = memoryview(recompress(batch, codec, self.config.compression_level))
+            fields = check_batch(batch, self.config.max_message_bytes)
+            last_delta = fields[6]
         with self.lock:
             if self._closed:
                 self._check_open()
@@ -296,7 +307,7 @@ class PartitionLog:
                 or nxt - 1 - active.base_offset > _MAX_RELATIVE_OFFSET
                 or (
                     active.first_timestamp is not None  # 0 is a timestamp: no `or` shortcut
-                    and max_ts - active.first_timestamp > self._segment_ms
+                    and max_ts - active.first_timestamp > self._segment_ms - self._roll_jitter_ms
                 )
             ):
                 self._roll()
@@ -329,6 +340,7 @@ class PartitionLog:
         active.flush(fsync=True)
         self.producers.take_snapshot(active.next_offset)
         seg = Segment.create(self.directory, active.next_offset, self.config.index_interval_bytes)
+        self._roll_jitter_ms = _roll_jitter(self.config)
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         running = self._closed_max_ts[-1] if self._closed_max_ts else -1
@@ -517,7 +529,11 @@ class PartitionLog:
         self._log_append_time = config.log_append_time
         self._segment_bytes = config.segment_bytes
         self._segment_ms = config.segment_ms
+        self._roll_jitter_ms = _roll_jitter(config)
         self._flush_messages = config.flush_messages
+        self._target_codec = config.target_codec
+        self._check_timestamps = (config.timestamp_before_max_ms < _NEVER
+                                  or config.timestamp_after_max_ms < _NEVER)
 
     # -- compaction support (used by streamkit.log.cleaner) ---------------------------
 
@@ -588,6 +604,14 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"partition log {self.directory} is closed")
+
+
+def _roll_jitter(config: LogConfig) -> int:
+    """Kafka's randomSegmentJitter: each segment rolls up to ``segment.jitter.ms`` before
+    ``segment.ms``, so that partitions created together do not all roll at once."""
+    if config.segment_jitter_ms <= 0:
+        return 0
+    return random.randrange(min(config.segment_jitter_ms, config.segment_ms))
 
 
 def _first_at_or_after(batch: bytes, timestamp: int, min_offset: int) -> tuple[int, int] | None:

@@ -189,6 +189,7 @@ def build_batch(
     last_offset_delta: int | None = None,
     max_timestamp: int | None = None,
     delete_horizon: int | None = None,
+    compression_level: int | None = None,
 ) -> bytes:
     """Build one v2 batch. Records keep their ``offset_delta`` when set (compaction keeps
     offsets); otherwise they are numbered 0..n-1 in order. ``delete_horizon`` (compaction's
@@ -205,7 +206,7 @@ def build_batch(
         delta = i if record.offset_delta is None else record.offset_delta
         deltas.append(delta)
         _encode_record(record, base_ts, delta, body)
-    payload = compress(compression, bytes(body))
+    payload = compress(compression, bytes(body), compression_level)
     if last_offset_delta is None:
         last_offset_delta = max(deltas) if deltas else 0
     if max_timestamp is None:

@@ -194,6 +194,41 @@ def test_dirty_ratio_gates_cleaning(open_log: OpenLog, clock: FakeClock) -> None
     assert _latest(read_records(log))[b"k0"] == f"v{n}".encode()
 
 
+# -- max.compaction.lag.ms (KIP-354) ---------------------------------------------------------
+
+
+def test_max_compaction_lag_forces_cleaning_below_the_dirty_ratio(open_log: OpenLog, clock: FakeClock) -> None:
+    clock.now = NOW
+    log = open_log(_compact({"min.cleanable.dirty.ratio": 0.99, "max.compaction.lag.ms": 60_000}))
+    for i in range(30):
+        log.append(_keyed(i, f"k{i}".encode(), ts=NOW))
+    assert clean(log, force=True) is not None  # everything cleaned once
+    for i in range(6):  # a little dirt, well below the 0.99 ratio
+        log.append(_keyed(100 + i, b"k0", ts=NOW))
+    log.roll()
+    assert _ratio(log) < 0.99
+    before = _segment_bytes(log)
+    clock.now = NOW + 60_000  # not older than the lag yet
+    assert clean(log) is None and _segment_bytes(log) == before
+    clock.now = NOW + 60_001  # the oldest uncleaned record is now past max.compaction.lag.ms
+    result = clean(log)
+    assert result is not None and result.records_removed == 6
+    assert [r.value for r in read_records(log) if r.key == b"k0"] == [b"v105"]
+
+
+def test_max_compaction_lag_default_never_forces(open_log: OpenLog, clock: FakeClock) -> None:
+    clock.now = NOW
+    log = open_log(_compact({"min.cleanable.dirty.ratio": 0.99}))
+    for i in range(30):
+        log.append(_keyed(i, f"k{i}".encode(), ts=NOW))
+    assert clean(log, force=True) is not None
+    for i in range(6):
+        log.append(_keyed(100 + i, b"k0", ts=NOW))
+    log.roll()
+    clock.now = NOW + 10 * 365 * 86_400_000
+    assert clean(log) is None
+
+
 # -- min.compaction.lag.ms -------------------------------------------------------------------
 
 

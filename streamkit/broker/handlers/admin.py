@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from streamkit.broker.codec import Request
-from streamkit.broker.config import BROKER_CONFIGS
+from streamkit.broker.config import BROKER_CONFIGS, BrokerConfig
 from streamkit.broker.errors import BrokerError, ErrorCode
+from streamkit.broker.group_configs import GROUP_CONFIG_DEFS, GroupConfig
 from streamkit.broker.handlers.common import Reply, field
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.log.config import BROKER_SYNONYMS, TOPIC_CONFIGS, ConfigDef, LogConfig
+from streamkit.log.errors import ConfigError
 
 __all__ = [
     "alter_configs",
@@ -23,14 +25,15 @@ __all__ = [
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+GROUP_RESOURCE = 32  # Kafka 4's group configs (KIP-848 / KIP-932)
 
 # DescribeConfigs config_source values
 _DYNAMIC_TOPIC = 1
 _STATIC_BROKER = 4
 _DEFAULT = 5
+_GROUP = 8  # GROUP_CONFIG
 # DescribeConfigs config_type values
 _TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
-_TOPIC_SYNONYM = {topic: broker for broker, topic in BROKER_SYNONYMS.items()}
 
 
 # -- topics --------------------------------------------------------------------------------
@@ -129,10 +132,31 @@ async def create_partitions(state: BrokerState, req: Request, client: ClientInfo
 # -- configs -------------------------------------------------------------------------------
 
 
-def _entry(d: ConfigDef, value: str, source: int, synonyms: list[dict[str, Any]], docs: bool) -> dict[str, Any]:
-    return {"name": d.name, "value": value, "read_only": False, "config_source": source,
-            "is_sensitive": False, "synonyms": synonyms, "config_type": _TYPES.get(d.kind, 0),
-            "documentation": d.doc if docs else None}
+def _entry(name: str, kind: str, doc: str, value: str, source: int, synonyms: list[dict[str, Any]],
+           docs: bool, read_only: bool = False) -> dict[str, Any]:
+    return {"name": name, "value": value, "read_only": read_only, "config_source": source,
+            "is_sensitive": False, "synonyms": synonyms, "config_type": _TYPES.get(kind, 0),
+            "documentation": doc if docs else None}
+
+
+def _topic_doc(d: ConfigDef) -> str:
+    return f"{d.doc} ({d.effect})" if d.effect else d.doc
+
+
+def _topic_synonyms(d: ConfigDef, override: str | None, broker_value: str, builtin: str) -> list[dict[str, Any]]:
+    """Kafka's synonym chain, most specific first: the topic override, the broker setting
+    (when the broker sets one), then the default under the broker name Kafka reports it by
+    (retention.ms <- log.retention.hours=168)."""
+    chain = []
+    if override is not None:
+        chain.append({"name": d.name, "value": override, "source": _DYNAMIC_TOPIC})
+    if broker_value != builtin and d.synonym:
+        chain.append({"name": d.synonym, "value": broker_value, "source": _STATIC_BROKER})
+    if d.default_synonym is not None:
+        chain.append({"name": d.default_synonym[0], "value": str(d.default_synonym[1]), "source": _DEFAULT})
+    else:
+        chain.append({"name": d.synonym or d.name, "value": builtin, "source": _DEFAULT})
+    return chain
 
 
 def _describe_topic(state: BrokerState, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
@@ -152,21 +176,18 @@ def _describe_topic(state: BrokerState, name: str, keys: set[str] | None, synony
             source = _STATIC_BROKER
         else:
             source = _DEFAULT
-        chain = []
-        if synonyms:
-            if d.name in info.overrides:
-                chain.append({"name": d.name, "value": info.overrides[d.name], "source": _DYNAMIC_TOPIC})
-            if broker_values[d.name] != builtin[d.name] and d.name in _TOPIC_SYNONYM:
-                chain.append({"name": _TOPIC_SYNONYM[d.name], "value": broker_values[d.name], "source": _STATIC_BROKER})
-            chain.append({"name": _TOPIC_SYNONYM.get(d.name, d.name), "value": builtin[d.name], "source": _DEFAULT})
-        out.append(_entry(d, effective[d.name], source, chain, docs))
+        chain = _topic_synonyms(d, effective[d.name] if d.name in info.overrides else None,
+                                broker_values[d.name], builtin[d.name]) if synonyms else []
+        out.append(_entry(d.name, d.kind, _topic_doc(d), effective[d.name], source, chain, docs))
     return out
 
 
-def _describe_broker(state: BrokerState, name: str, keys: set[str] | None, docs: bool) -> list[dict[str, Any]]:
+def _describe_broker(state: BrokerState, name: str, keys: set[str] | None, synonyms: bool,
+                     docs: bool) -> list[dict[str, Any]]:
     if name not in ("", str(state.node_id)):
         raise BrokerError(ErrorCode.invalid_request, f"broker {name!r} is not this broker ({state.node_id})")
     values = state.config.to_kafka()
+    defaults = BrokerConfig().to_kafka()
     defs = {d.name: d for d in BROKER_CONFIGS}
     out = []
     for key, value in values.items():
@@ -174,9 +195,41 @@ def _describe_broker(state: BrokerState, name: str, keys: set[str] | None, docs:
             continue
         d = defs.get(key) or LogConfig.definition(BROKER_SYNONYMS[key])
         assert d is not None
-        entry = _entry(d, value, _STATIC_BROKER, [], docs)
-        entry["name"] = key
-        out.append(entry)
+        # Kafka: a setting from server.properties is STATIC_BROKER_CONFIG, one left at its
+        # default DEFAULT_CONFIG; neither can be altered at run time here, so both read-only.
+        source = _STATIC_BROKER if value != defaults[key] else _DEFAULT
+        chain = [{"name": key, "value": value, "source": source}] if synonyms else []
+        out.append(_entry(key, d.kind, d.doc, value, source, chain, docs, read_only=True))
+    return out
+
+
+def _describe_group(state: BrokerState, name: str, keys: set[str] | None, synonyms: bool,
+                    docs: bool) -> list[dict[str, Any]]:
+    if not name:
+        raise BrokerError(ErrorCode.invalid_request, "a group config resource needs a group id")
+    store = state.group_configs
+    overrides = store.overrides(name)
+    effective = store.get(name).to_kafka()
+    defaults = store.defaults.to_kafka()
+    builtin = GroupConfig().to_kafka()
+    out = []
+    for d in GROUP_CONFIG_DEFS:
+        if keys is not None and d.name not in keys:
+            continue
+        if d.name in overrides:
+            source = _GROUP
+        elif defaults[d.name] != builtin[d.name]:
+            source = _STATIC_BROKER
+        else:
+            source = _DEFAULT
+        chain = []
+        if synonyms:
+            if d.name in overrides:
+                chain.append({"name": d.name, "value": effective[d.name], "source": _GROUP})
+            broker_name = d.broker_default or d.name
+            chain.append({"name": broker_name, "value": defaults[d.name],
+                          "source": _STATIC_BROKER if defaults[d.name] != builtin[d.name] else _DEFAULT})
+        out.append(_entry(d.name, d.kind, d.doc, effective[d.name], source, chain, docs))
     return out
 
 
@@ -188,11 +241,14 @@ async def describe_configs(state: BrokerState, req: Request, client: ClientInfo)
     for r in body.resources:
         keys = set(r.configuration_keys) if r.configuration_keys is not None else None
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
+        kind = int(r.resource_type)
         try:
-            if r.resource_type == TOPIC_RESOURCE:
+            if kind == TOPIC_RESOURCE:
                 configs = _describe_topic(state, r.resource_name, keys, synonyms, docs)
-            elif r.resource_type == BROKER_RESOURCE:
-                configs = _describe_broker(state, r.resource_name, keys, docs)
+            elif kind == BROKER_RESOURCE:
+                configs = _describe_broker(state, r.resource_name, keys, synonyms, docs)
+            elif kind == GROUP_RESOURCE:
+                configs = _describe_group(state, r.resource_name, keys, synonyms, docs)
             else:
                 raise BrokerError(ErrorCode.invalid_request, f"resource type {r.resource_type} is not supported")
             results.append({**base, "error_code": ErrorCode.none, "error_message": None, "configs": configs})
@@ -203,18 +259,27 @@ async def describe_configs(state: BrokerState, req: Request, client: ClientInfo)
 
 def _alter(state: BrokerState, r: Any, new_overrides: dict[str, str], validate_only: bool) -> dict[str, Any]:
     base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
+    kind = int(r.resource_type)
     try:
-        if r.resource_type != TOPIC_RESOURCE:
+        if kind == TOPIC_RESOURCE:
+            state.topics.set_overrides(r.resource_name, new_overrides, validate_only)
+        elif kind == GROUP_RESOURCE:
+            try:
+                state.group_configs.set_overrides(r.resource_name, new_overrides, validate_only)
+            except ConfigError as exc:
+                raise BrokerError(ErrorCode.invalid_config, str(exc)) from exc
+        elif kind == BROKER_RESOURCE:
             raise BrokerError(ErrorCode.invalid_request,
-                              "only topic configs can be altered; broker configs are set at start")
-        state.topics.set_overrides(r.resource_name, new_overrides, validate_only)
+                              "broker configs are set at start (server.properties or --set), not altered")
+        else:
+            raise BrokerError(ErrorCode.invalid_request, f"resource type {r.resource_type} is not supported")
         return {**base, "error_code": ErrorCode.none, "error_message": None}
     except BrokerError as exc:
         return {**base, "error_code": exc.error_code, "error_message": exc.message}
 
 
 async def alter_configs(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
-    """AlterConfigs replaces the whole set of a topic's overrides (Kafka's semantics)."""
+    """AlterConfigs replaces the whole set of a resource's overrides (Kafka's semantics)."""
     body = req.body
     return {"throttle_time": 0, "responses": [
         _alter(state, r, {c.name: c.value for c in r.configs if c.value is not None}, bool(body.validate_only))
@@ -224,21 +289,39 @@ async def alter_configs(state: BrokerState, req: Request, client: ClientInfo) ->
 _SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
 
 
-def _incremental(current: dict[str, str], configs: Any) -> dict[str, str]:
+def _list_default(kind: int, name: str) -> tuple[str, ...] | None:
+    """The built-in default of a list config (what APPEND/SUBTRACT start from when there is
+    no override, as Kafka's ConfigAdminManager does); None when ``name`` is not a list."""
+    if kind != TOPIC_RESOURCE:
+        return None  # no group config is a list
+    d = LogConfig.definition(name)
+    return tuple(d.default) if d is not None and d.kind == "list" else None
+
+
+def _incremental(kind: int, current: dict[str, str], configs: Any) -> dict[str, str]:
+    """Apply IncrementalAlterConfigs operations in order. APPEND adds the new items that are
+    missing after the current ones; SUBTRACT removes items and keeps the rest's order; an
+    emptied list stays an (empty) override, as in Kafka."""
     out = dict(current)
+    seen: set[str] = set()
     for c in configs:
+        if c.name in seen:
+            raise BrokerError(ErrorCode.invalid_request, f"config {c.name} appears twice in one request")
+        seen.add(c.name)
         op = int(c.config_operation)
-        d = LogConfig.definition(c.name)
         if op == _SET:
             out[c.name] = c.value or ""
         elif op == _DELETE:
             out.pop(c.name, None)
         elif op in (_APPEND, _SUBTRACT):
-            if d is None or d.kind != "list":
-                raise BrokerError(ErrorCode.invalid_config, f"{c.name} is not a list config")
-            items = [i for i in out.get(c.name, ",".join(d.default)).split(",") if i]
-            new = [i for i in (c.value or "").split(",") if i]
-            items = items + [i for i in new if i not in items] if op == _APPEND else [i for i in items if i not in new]
+            default = _list_default(kind, c.name)
+            if default is None:
+                raise BrokerError(ErrorCode.invalid_config, f"{c.name} is not a list config: "
+                                  "APPEND and SUBTRACT apply to list configs only")
+            items = [i.strip() for i in out.get(c.name, ",".join(default)).split(",") if i.strip()]
+            new = [i.strip() for i in (c.value or "").split(",") if i.strip()]
+            items = items + [i for i in dict.fromkeys(new) if i not in items] if op == _APPEND else [
+                i for i in items if i not in new]
             out[c.name] = ",".join(items)
         else:
             raise BrokerError(ErrorCode.invalid_request, f"unknown config operation {op}")
@@ -249,9 +332,15 @@ async def incremental_alter_configs(state: BrokerState, req: Request, client: Cl
     body = req.body
     responses = []
     for r in body.resources:
-        info = state.topics.get(r.resource_name) if r.resource_type == TOPIC_RESOURCE else None
+        kind = int(r.resource_type)
+        current: dict[str, str] = {}
+        if kind == TOPIC_RESOURCE:
+            info = state.topics.get(r.resource_name)
+            current = info.overrides if info else {}
+        elif kind == GROUP_RESOURCE:
+            current = state.group_configs.overrides(r.resource_name)
         try:
-            overrides = _incremental(info.overrides if info else {}, r.configs)
+            overrides = _incremental(kind, current, r.configs)
         except BrokerError as exc:
             responses.append({"resource_type": r.resource_type, "resource_name": r.resource_name,
                               "error_code": exc.error_code, "error_message": exc.message})
