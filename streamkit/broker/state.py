@@ -9,6 +9,7 @@ from streamkit.broker.config import BrokerConfig
 from streamkit.broker.group.coordinator import GroupCoordinator
 from streamkit.broker.group.runtime import GroupRuntime
 from streamkit.broker.producers import ProducerIds
+from streamkit.broker.share.coordinator import ShareCoordinator
 from streamkit.broker.topics import TopicManager
 from streamkit.broker.txn.coordinator import TransactionCoordinator
 from streamkit.broker.waiters import AppendWaiters
@@ -30,6 +31,7 @@ class BrokerState:
     waiters: AppendWaiters
     clock: Callable[[], int]
     txns: TransactionCoordinator
+    share: ShareCoordinator
 
     @property
     def coordinator(self) -> GroupCoordinator:
