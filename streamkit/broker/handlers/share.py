@@ -191,12 +191,9 @@ def _leader(state: BrokerState) -> dict[str, int]:
     return {"leader_id": state.node_id, "leader_epoch": LEADER_EPOCH}
 
 
-def _top_error(code: ErrorCode, message: str | None, fetch: bool) -> dict[str, Any]:
-    reply: dict[str, Any] = {"throttle_time": 0, "error_code": code, "error_message": message,
-                             "responses": [], "node_endpoints": []}
-    if fetch:
-        reply["acquisition_lock_timeout"] = 0
-    return reply
+def _top_error(code: ErrorCode, message: str | None) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "responses": [],
+            "node_endpoints": [], "acquisition_lock_timeout": 0}
 
 
 def _check_member(state: BrokerState, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None]:
@@ -214,13 +211,13 @@ async def share_fetch(state: BrokerState, req: Request, client: ClientInfo) -> R
     share.expire_members()
     code, message = _check_member(state, group_id, member_id)
     if code != ErrorCode.none and epoch != -1:
-        return _top_error(code, message, fetch=True)
+        return _top_error(code, message)
     has_acks = any(p.acknowledgement_batches for t in body.topics for p in t.partitions)
     if epoch == 0 and has_acks:
-        return _top_error(ErrorCode.invalid_request, "a new share session carries no acknowledgements", fetch=True)
+        return _top_error(ErrorCode.invalid_request, "a new share session carries no acknowledgements")
     code, session = share.session(group_id, member_id, epoch)
     if session is None:
-        return _top_error(code, f"share session of member {member_id}: {code.name}", fetch=True)
+        return _top_error(code, f"share session of member {member_id}: {code.name}")
     lock_ms = share.settings_for(group_id).record_lock_duration_ms
     results: dict[tuple[str, int], dict[str, Any]] = {}
     ids: dict[str, Any] = {}
@@ -308,14 +305,13 @@ async def share_acknowledge(state: BrokerState, req: Request, client: ClientInfo
     share = state.share
     share.expire_members()
     if epoch == 0:
-        return _top_error(ErrorCode.invalid_share_session_epoch, "ShareAcknowledge cannot open a share session",
-                          fetch=False)
+        return _top_error(ErrorCode.invalid_share_session_epoch, "ShareAcknowledge cannot open a share session")
     code, message = _check_member(state, group_id, member_id)
     if code != ErrorCode.none and epoch != -1:
-        return _top_error(code, message, fetch=False)
+        return _top_error(code, message)
     code, session = share.session(group_id, member_id, epoch)
     if session is None:
-        return _top_error(code, f"share session of member {member_id}: {code.name}", fetch=False)
+        return _top_error(code, f"share session of member {member_id}: {code.name}")
     responses = []
     for t in body.topics:
         topic = _topic_name(state, t.topic_id)
@@ -332,7 +328,8 @@ async def share_acknowledge(state: BrokerState, req: Request, client: ClientInfo
         responses.append({"topic_id": t.topic_id, "partitions": parts})
     if epoch == -1:
         share.close_session(group_id, member_id)
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses, "node_endpoints": []}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses, "node_endpoints": [],
+            "acquisition_lock_timeout": share.settings_for(group_id).record_lock_duration_ms}
 
 
 # -- Describe/Alter/DeleteShareGroupOffsets ---------------------------------------------------

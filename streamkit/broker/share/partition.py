@@ -48,6 +48,7 @@ class AckType(IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # KIP-1222: keep the record acquired, with a fresh lock
 
 
 class InvalidAcknowledgement(ValueError):
@@ -181,6 +182,8 @@ class SharePartition:
                 self._settle(rec, RecordState.ACKNOWLEDGED)
             elif kind is AckType.RELEASE:
                 self._release(rec)
+            elif kind is AckType.RENEW:
+                rec.deadline = self.clock() + self.lock_ms
             else:
                 self._settle(rec, RecordState.ARCHIVED)
         self._advance()

@@ -1,0 +1,246 @@
+"""Share groups (KIP-932) against a real broker process with confluent-kafka's ShareConsumer
+(librdkafka's share consumer), plus raw kio requests for the share-group offsets APIs that
+no Python client exposes yet."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from kio.schema.alter_share_group_offsets.v0.request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+)
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.static.primitive import i32, i64
+
+from streamkit.broker.errors import ErrorCode
+from streamkit.testing import BrokerProcess
+from tests.integration.util import call, connect, create_topic, wait_until
+
+BROKER_SETTINGS = {
+    "group.share.record.lock.duration.ms": "2000",
+    "group.share.delivery.count.limit": "3",
+    "group.share.heartbeat.interval.ms": "500",
+}
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for v in values:
+        producer.produce(topic, value=v)
+    assert producer.flush(30) == 0
+
+
+def _consumer(bootstrap: str, group: str, explicit: bool = False) -> ShareConsumer:
+    config = {"bootstrap.servers": bootstrap, "group.id": group}
+    if explicit:
+        config["share.acknowledgement.mode"] = "explicit"
+    consumer = ShareConsumer(config)
+    return consumer
+
+
+def _start_from_earliest(bootstrap: str, group: str, topic: str, partitions: int = 1) -> None:
+    with connect(bootstrap) as sock:
+        reply = call(sock, AlterShareGroupOffsetsRequest(group_id=group, topics=(
+            AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=tuple(
+                AlterShareGroupOffsetsRequestPartition(partition_index=i32(p), start_offset=i64(0))
+                for p in range(partitions))),)))
+    assert reply.error_code == ErrorCode.none
+    assert all(p.error_code == ErrorCode.none for t in reply.responses for p in t.partitions)
+
+
+def _share_offsets(bootstrap: str, group: str, topic: str) -> list[tuple[int, int, int]]:
+    with connect(bootstrap) as sock:
+        reply = call(sock, DescribeShareGroupOffsetsRequest(groups=(DescribeShareGroupOffsetsRequestGroup(
+            group_id=group, topics=(DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(i32(0),)),)),)))
+    return [(int(p.partition_index), int(p.start_offset), int(p.lag))
+            for t in reply.groups[0].topics for p in t.partitions]
+
+
+def _members(bootstrap: str, group: str) -> int:
+    with connect(bootstrap) as sock:
+        reply = call(sock, ShareGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False))
+    return len(reply.groups[0].members)
+
+
+class _Reader(threading.Thread):
+    """One share consumer polling in its own thread (the client is not thread-safe)."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str,
+                 ack: Callable[[Any], Any] | None = None) -> None:
+        super().__init__(daemon=True)
+        self.consumer = _consumer(bootstrap, group, explicit=ack is not None)
+        self.consumer.subscribe([topic])
+        self.ack = ack
+        self.seen: list[bytes] = []
+        self.running = True
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while self.running:
+                for m in self.consumer.poll(0.2).records():
+                    if m.error():
+                        continue
+                    self.seen.append(m.value())
+                    if self.ack is not None:
+                        self.consumer.acknowledge(m, self.ack(m))
+                if self.ack is not None:
+                    self.consumer.commit_sync()
+        except BaseException as exc:  # reported by the test thread
+            self.error = exc
+        finally:
+            self.consumer.close()
+
+    def stop(self) -> None:
+        self.running = False
+        self.join(30)
+        assert not self.is_alive()
+        if self.error is not None:
+            raise self.error
+
+
+def test_consumers_sharing_one_partition_get_every_record_exactly_once(broker: BrokerProcess, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, 1)
+    values = [b"r%04d" % i for i in range(600)]
+    _produce(broker.bootstrap, topic_name, values)
+    _start_from_earliest(broker.bootstrap, "g-once", topic_name)
+    readers = [_Reader(broker.bootstrap, "g-once", topic_name) for _ in range(3)]
+    for r in readers:
+        r.start()
+    try:
+        wait_until(lambda: sum(len(r.seen) for r in readers) >= len(values), 60,
+                   lambda: f"{sum(len(r.seen) for r in readers)} of {len(values)} delivered")
+        wait_until(lambda: _share_offsets(broker.bootstrap, "g-once", topic_name) == [(0, 600, 0)], 30,
+                   lambda: f"share offsets {_share_offsets(broker.bootstrap, 'g-once', topic_name)}")
+        assert _members(broker.bootstrap, "g-once") == 3
+    finally:
+        for r in readers:
+            r.stop()
+    seen = Counter(v for r in readers for v in r.seen)
+    assert sorted(seen) == values
+    assert max(seen.values()) == 1
+    assert _members(broker.bootstrap, "g-once") == 0  # close() left the group
+
+
+_HOLDER = """
+import sys, time
+from confluent_kafka import ShareConsumer
+c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                   "share.acknowledgement.mode": "explicit"})
+c.subscribe([sys.argv[3]])
+while True:
+    records = [m for m in c.poll(0.5).records() if not m.error()]
+    if records:
+        print(" ".join(m.value().decode() for m in records), flush=True)
+        time.sleep(3600)  # holds its records, never acknowledges
+"""
+
+
+def test_a_killed_consumers_records_go_to_the_others_after_the_lock(broker: BrokerProcess, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, 1)
+    values = [b"k%03d" % i for i in range(50)]
+    _produce(broker.bootstrap, topic_name, values)
+    _start_from_earliest(broker.bootstrap, "g-kill", topic_name)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, broker.bootstrap, "g-kill", topic_name],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        held = holder.stdout.readline().split()
+        assert held, "the holder got no records"
+    finally:
+        holder.kill()
+        holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    killed_at = time.monotonic()
+    reader = _Reader(broker.bootstrap, "g-kill", topic_name)
+    reader.start()
+    try:
+        wait_until(lambda: len(set(reader.seen)) >= len(values), 60,
+                   lambda: f"{len(set(reader.seen))} of {len(values)} delivered")
+    finally:
+        reader.stop()
+    assert sorted(set(reader.seen)) == values
+    assert {v.encode() for v in held} <= set(reader.seen)
+    assert time.monotonic() - killed_at >= 1.0  # the held ones waited for their lock
+
+
+def test_a_poison_record_is_archived_after_the_delivery_limit(broker: BrokerProcess, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, 1)
+    values = [b"ok1", b"poison", b"ok2"]
+    _produce(broker.bootstrap, topic_name, values)
+    _start_from_earliest(broker.bootstrap, "g-poison", topic_name)
+
+    def ack(m: Any) -> Any:
+        return AcknowledgeType.RELEASE if m.value() == b"poison" else AcknowledgeType.ACCEPT
+
+    reader = _Reader(broker.bootstrap, "g-poison", topic_name, ack=ack)
+    reader.start()
+    try:
+        wait_until(lambda: _share_offsets(broker.bootstrap, "g-poison", topic_name) == [(0, 3, 0)], 60,
+                   lambda: f"share offsets {_share_offsets(broker.bootstrap, 'g-poison', topic_name)}, "
+                           f"seen {reader.seen}")
+        time.sleep(1)  # nothing more may come
+    finally:
+        reader.stop()
+    counts = Counter(reader.seen)
+    assert counts == {b"ok1": 1, b"ok2": 1, b"poison": 3}
+
+
+def test_share_state_survives_a_broker_sigkill(tmp_path: Path, topic_name: str) -> None:
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, settings=BROKER_SETTINGS).start()
+    try:
+        create_topic(broker.bootstrap, topic_name, 1)
+        values = [b"s%03d" % i for i in range(40)]
+        _produce(broker.bootstrap, topic_name, values)
+        _start_from_earliest(broker.bootstrap, "g-kill9", topic_name)
+        accepted: list[bytes] = []
+        held: list[bytes] = []
+        consumer = _consumer(broker.bootstrap, "g-kill9", explicit=True)
+        consumer.subscribe([topic_name])
+        try:
+            while len(accepted) < 20:
+                for m in consumer.poll(0.5).records():
+                    if m.error():
+                        continue
+                    if len(accepted) < 20:
+                        consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+                        accepted.append(m.value())
+                    else:
+                        held.append(m.value())  # acquired, never acknowledged
+                consumer.commit_sync()
+            wait_until(lambda: _share_offsets(broker.bootstrap, "g-kill9", topic_name)[0][1] >= 20, 30,
+                       "the accepted records settled")
+            broker.kill()
+        finally:
+            consumer.close()
+        broker = BrokerProcess(data, settings=BROKER_SETTINGS).start()
+        assert _share_offsets(broker.bootstrap, "g-kill9", topic_name)[0][1] >= 20
+        reader = _Reader(broker.bootstrap, "g-kill9", topic_name)
+        reader.start()
+        try:
+            wait_until(lambda: len(reader.seen) >= len(values) - len(accepted), 60,
+                       lambda: f"{len(reader.seen)} of {len(values) - len(accepted)} redelivered")
+            time.sleep(0.5)
+        finally:
+            reader.stop()
+        assert not set(reader.seen) & set(accepted)  # accepted ones never come back
+        assert sorted(reader.seen) == sorted(set(values) - set(accepted))
+    finally:
+        broker.stop()
