@@ -4,6 +4,7 @@ no Python client exposes yet."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -244,3 +245,32 @@ def test_share_state_survives_a_broker_sigkill(tmp_path: Path, topic_name: str) 
         assert sorted(reader.seen) == sorted(set(values) - set(accepted))
     finally:
         broker.stop()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "streamkit", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_cli_lists_and_describes_a_share_group_with_its_lag(broker: BrokerProcess, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, 1)
+    _produce(broker.bootstrap, topic_name, [b"a", b"b", b"c", b"d"])
+    _start_from_earliest(broker.bootstrap, "g-cli", topic_name)
+    assert _share_offsets(broker.bootstrap, "g-cli", topic_name) == [(0, 0, 4)]
+    reader = _Reader(broker.bootstrap, "g-cli", topic_name)
+    reader.start()
+    try:
+        wait_until(lambda: _members(broker.bootstrap, "g-cli") == 1, 30, "the member joined")
+        listed = _cli("groups", "list", "--bootstrap-server", broker.bootstrap).stdout
+        assert ["g-cli", "share"] in [line.split() for line in listed.splitlines()]
+        wait_until(lambda: _share_offsets(broker.bootstrap, "g-cli", topic_name) == [(0, 4, 0)], 30,
+                   "the records were accepted")
+        described = _cli("groups", "describe", "g-cli", "--bootstrap-server", broker.bootstrap).stdout
+    finally:
+        reader.stop()
+    assert "share group g-cli: Stable" in described and "1 members" in described
+    assert f"{topic_name}-0" in described
+    row = next(line for line in described.splitlines() if topic_name in line and "│" in line)
+    assert [c.strip() for c in row.split("│")[2:5]] == ["0", "4", "0"]

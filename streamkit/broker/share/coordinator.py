@@ -94,6 +94,14 @@ class ShareCoordinator:
         """Share groups with members or with share-partition state."""
         return set(self.groups) | {k[0] for k in self.partitions}
 
+    def list_groups(self) -> list[tuple[str, str]]:
+        """(group id, state) of every share group."""
+        out = []
+        for group_id in sorted(self.group_ids()):
+            group = self.groups.get(group_id)
+            out.append((group_id, group.state if group is not None else "Empty"))
+        return out
+
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int,
                   subscribed: tuple[str, ...] | None, rack_id: str | None, client_id: str,
                   client_host: str, partitions_of: Callable[[str], int | None]) -> HeartbeatResult:
