@@ -11,10 +11,16 @@ import asyncio
 import contextlib
 import io
 import struct
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from kio.index import load_response_schema
+from kio.schema.alter_share_group_offsets.v0.request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
 from kio.schema.describe_share_group_offsets.v1.request import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequestGroup,
@@ -22,9 +28,15 @@ from kio.schema.describe_share_group_offsets.v1.request import (
 from kio.schema.errors import ErrorCode
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
+from kio.static.primitive import i16, i32, i64
 
-__all__ = ["ShareGroupDescription", "ShareMember", "SharePartitionLag", "describe_share_group"]
+__all__ = [
+    "ShareGroupDescription",
+    "ShareMember",
+    "SharePartitionLag",
+    "alter_share_group_offsets",
+    "describe_share_group",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +83,38 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body
     _header, used = entity_reader(response_type.__header_schema__)(frame, 0)
     response, _ = entity_reader(response_type)(frame, used)
     return response
+
+
+@contextlib.asynccontextmanager
+async def _connection(bootstrap: str, timeout_s: float) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
+    except (TimeoutError, OSError) as exc:
+        raise ConnectionError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
+    try:
+        yield reader, writer
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def alter_share_group_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, int],
+                                    timeout_s: float = 15) -> None:
+    """Set the share start offset of partitions of an empty share group (-1 latest,
+    -2 earliest); raises ValueError with the broker's message when refused."""
+    async with _connection(bootstrap, timeout_s) as (reader, writer):
+        reply = await asyncio.wait_for(_call(reader, writer, AlterShareGroupOffsetsRequest(
+            group_id=group, topics=(AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=tuple(
+                AlterShareGroupOffsetsRequestPartition(partition_index=i32(p), start_offset=i64(o))
+                for p, o in sorted(offsets.items()))),)), 1), timeout_s)
+    if reply.error_code != ErrorCode.none:
+        raise ValueError(f"share group {group}: {reply.error_message or reply.error_code.name}")
+    for t in reply.responses:
+        for p in t.partitions:
+            if p.error_code != ErrorCode.none:
+                raise ValueError(f"{topic}-{p.partition_index}: {p.error_message or p.error_code.name}")
 
 
 async def describe_share_group(bootstrap: str, group: str, timeout_s: float = 15) -> ShareGroupDescription | None:
