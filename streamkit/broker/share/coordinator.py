@@ -74,11 +74,13 @@ class ShareCoordinator:
 
     def load(self) -> int:
         """Every share-partition's state from ``__share_group_state``; the count loaded."""
-        for key, snap in self.store.load().items():
-            sp = self._new_partition(key, int(snap["start_offset"]))
-            sp.restore(snap)
+        for key, loaded in self.store.load().items():
+            sp = self._new_partition(key, int(loaded.snapshot["start_offset"]))
+            sp.restore(loaded.snapshot)
+            for delta in loaded.deltas:
+                sp.apply(delta)
             self.partitions[key] = sp
-            self.topic_ids[key] = str(snap.get("topic_id", ""))
+            self.topic_ids[key] = str(loaded.snapshot.get("topic_id", ""))
         return len(self.partitions)
 
     # -- groups ---------------------------------------------------------------------------
@@ -152,15 +154,18 @@ class ShareCoordinator:
             sp = self._new_partition(key, initial_offset(reset))
             self.partitions[key] = sp
             self.topic_ids[key] = topic_id
-            self.persist(key)
+            self.persist(key, snapshot=True)
         return sp
 
-    def persist(self, key: ShareKey) -> None:
+    def persist(self, key: ShareKey, snapshot: bool = False) -> None:
+        """Store what changed: a delta, or a full snapshot when one is due."""
         sp = self.partitions.get(key)
         if sp is None:
-            self.store.write(key, None)
-            return
-        self.store.write(key, {"topic_id": self.topic_ids.get(key, ""), **sp.snapshot()})
+            self.store.delete(key)
+        elif snapshot or self.store.needs_snapshot(key):
+            self.store.write_snapshot(key, {"topic_id": self.topic_ids.get(key, ""), **sp.snapshot()})
+        else:
+            self.store.write_delta(key, sp.delta())
 
     def expire_locks(self) -> None:
         for key, sp in self.partitions.items():
@@ -174,13 +179,13 @@ class ShareCoordinator:
         sp.state_epoch = (old.state_epoch + 1) if old else 0
         self.partitions[key] = sp
         self.topic_ids[key] = topic_id
-        self.persist(key)
+        self.persist(key, snapshot=True)
 
     def delete(self, key: ShareKey) -> bool:
         if self.partitions.pop(key, None) is None:
             return False
         self.topic_ids.pop(key, None)
-        self.store.write(key, None)
+        self.store.delete(key)
         return True
 
     # -- share sessions -------------------------------------------------------------------

@@ -85,6 +85,7 @@ class SharePartition:
         self.delivery_limit = delivery_limit
         self.max_in_flight = max_in_flight
         self._records: dict[int, _InFlight] = {}
+        self._dirty: set[int] = set()  # offsets changed since the last snapshot() / delta()
         self.state_epoch = 0
 
     # -- views -----------------------------------------------------------------------------
@@ -131,10 +132,12 @@ class SharePartition:
             first = max(first, self.end_offset)
             for offset in range(self.end_offset, first):  # a gap between batches
                 self._records[offset] = _InFlight(RecordState.ARCHIVED, 0)
+                self._dirty.add(offset)
             self.end_offset = max(self.end_offset, first)
             for offset in range(first, last + 1):
                 if not data:
                     self._records[offset] = _InFlight(RecordState.ARCHIVED, 0)
+                    self._dirty.add(offset)
                 elif len(acquired) >= budget:
                     break
                 else:
@@ -146,6 +149,7 @@ class SharePartition:
         return _runs(acquired, self._records)
 
     def _lock(self, offset: int, member_id: str) -> None:
+        self._dirty.add(offset)
         rec = self._records[offset]
         rec.state = RecordState.ACQUIRED
         rec.delivery_count += 1
@@ -178,6 +182,7 @@ class SharePartition:
             if rec is None or rec.state is not RecordState.ACQUIRED:
                 continue
             kind = kinds[0] if len(kinds) == 1 else kinds[offset - first]
+            self._dirty.add(offset)
             if kind is AckType.ACCEPT:
                 self._settle(rec, RecordState.ACKNOWLEDGED)
             elif kind is AckType.RELEASE:
@@ -199,9 +204,10 @@ class SharePartition:
     def release_member(self, member_id: str) -> int:
         """Every record ``member_id`` holds goes back (its session closed or it left)."""
         released = 0
-        for rec in self._records.values():
+        for offset, rec in self._records.items():
             if rec.state is RecordState.ACQUIRED and rec.member_id == member_id:
                 self._release(rec)
+                self._dirty.add(offset)
                 released += 1
         self._advance()
         return released
@@ -210,9 +216,10 @@ class SharePartition:
         """Release every record whose acquisition lock has run out."""
         now = self.clock()
         expired = 0
-        for rec in self._records.values():
+        for offset, rec in self._records.items():
             if rec.state is RecordState.ACQUIRED and rec.deadline <= now:
                 self._release(rec)
+                self._dirty.add(offset)
                 expired += 1
         if expired:
             self._advance()
@@ -247,8 +254,31 @@ class SharePartition:
     def snapshot(self) -> dict[str, Any]:
         """The state to persist. ACQUIRED is stored as AVAILABLE with its delivery count:
         after a restart the lock is gone but the delivery still counts toward the limit."""
+        self._dirty.clear()
+        return {"start_offset": self.start_offset, "end_offset": self.end_offset,
+                "state_epoch": self.state_epoch,
+                "runs": self._runs_of(range(self.start_offset, self.end_offset))}
+
+    def delta(self) -> dict[str, Any]:
+        """What changed since the last snapshot() or delta(): the window's bounds and the
+        changed offsets still in it (apply() replays it over the snapshot)."""
+        changed = sorted(o for o in self._dirty if self.start_offset <= o < self.end_offset)
+        self._dirty.clear()
+        return {"start_offset": self.start_offset, "end_offset": self.end_offset,
+                "runs": self._runs_of(changed)}
+
+    def apply(self, delta: dict[str, Any]) -> None:
+        for first, last, state, count in delta["runs"]:
+            for offset in range(first, last + 1):
+                self._records[offset] = _InFlight(RecordState(state), count)
+        self.end_offset = max(self.end_offset, int(delta["end_offset"]))
+        self.move_start(int(delta["start_offset"]))
+        self._advance()
+        self._dirty.clear()
+
+    def _runs_of(self, offsets: Iterable[int]) -> list[list[int]]:
         runs: list[list[int]] = []
-        for offset in range(self.start_offset, self.end_offset):
+        for offset in offsets:
             rec = self._records.get(offset)
             state = RecordState.ARCHIVED if rec is None else rec.state
             if state is RecordState.ACQUIRED:
@@ -258,14 +288,14 @@ class SharePartition:
                 runs[-1][1] = offset
             else:
                 runs.append([offset, offset, int(state), count])
-        return {"start_offset": self.start_offset, "end_offset": self.end_offset,
-                "state_epoch": self.state_epoch, "runs": runs}
+        return runs
 
     def restore(self, snap: dict[str, Any]) -> None:
         self.start_offset = int(snap["start_offset"])
         self.end_offset = int(snap["end_offset"])
         self.state_epoch = int(snap.get("state_epoch", 0))
         self._records = {}
+        self._dirty.clear()
         for first, last, state, count in snap["runs"]:
             for offset in range(first, last + 1):
                 self._records[offset] = _InFlight(RecordState(state), count)
