@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
@@ -39,10 +40,10 @@ BROKER_SETTINGS = {
 }
 
 
-def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = -1) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for v in values:
-        producer.produce(topic, value=v)
+        producer.produce(topic, value=v, partition=partition)
     assert producer.flush(30) == 0
 
 
@@ -312,3 +313,79 @@ def test_read_committed_share_group_skips_aborted_and_open_transactions(tmp_path
             reader.stop()
         assert sorted(reader.seen) == sorted(f"{t}-{i}".encode() for t in ("c1", "c2") for i in range(3))
         producer.abort_transaction(30)
+
+
+def _heartbeat(sock: Any, group: str, member: str, epoch: int, topics: tuple[str, ...] | None) -> Any:
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+
+    return call(sock, ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=i32(epoch),
+                                                 subscribed_topic_names=topics))
+
+
+def _share_fetch(sock: Any, group: str, member: str, epoch: int, topic_id: Any,
+                 acks: tuple[tuple[int, int, int], ...] = ()) -> Any:
+    from datetime import timedelta
+
+    from kio.schema.share_fetch.v1.request import (
+        AcknowledgementBatch,
+        FetchPartition,
+        FetchTopic,
+        ShareFetchRequest,
+    )
+    from kio.static.primitive import i8
+
+    batches = tuple(AcknowledgementBatch(first_offset=i64(f), last_offset=i64(last), acknowledge_types=(i8(t),))
+                    for f, last, t in acks)
+    return call(sock, ShareFetchRequest(
+        group_id=group, member_id=member, share_session_epoch=i32(epoch), max_wait=timedelta(milliseconds=200),
+        min_bytes=i32(1), max_records=i32(2), batch_size=i32(2),
+        topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(partition_index=i32(0),
+                                                                         acknowledgement_batches=batches),)),),
+        forgotten_topics_data=()))
+
+
+def test_share_protocol_errors_on_the_wire(broker: BrokerProcess, topic_name: str) -> None:
+    """Members, epochs, share sessions and acknowledgements, by raw requests: each mistake
+    gets Kafka's error code and the state stays as it was."""
+    create_topic(broker.bootstrap, topic_name, 2)
+    _produce(broker.bootstrap, topic_name, [b"x%d" % i for i in range(8)], partition=0)
+    _start_from_earliest(broker.bootstrap, "g-wire", topic_name, partitions=2)
+    with connect(broker.bootstrap) as sock:
+        assert _heartbeat(sock, "g-wire", "m1", 3, None).error_code == ErrorCode.unknown_member_id
+        one = _heartbeat(sock, "g-wire", "m1", 0, (topic_name,))
+        assert one.error_code == ErrorCode.none and one.member_epoch >= 1
+        [tp] = one.assignment.topic_partitions
+        assert sorted(tp.partitions) == [0, 1]
+        two = _heartbeat(sock, "g-wire", "m2", 0, (topic_name,))
+        assert sorted(two.assignment.topic_partitions[0].partitions) in ([0], [1])
+        assert _heartbeat(sock, "g-wire", "m1", one.member_epoch + 5, None).error_code == ErrorCode.fenced_member_epoch
+        again = _heartbeat(sock, "g-wire", "m1", one.member_epoch, None)
+        assert again.member_epoch == two.member_epoch  # m1 catches up; it keeps one partition
+        assert len(again.assignment.topic_partitions[0].partitions) == 1
+        topic_id = tp.topic_id
+
+        assert _share_fetch(sock, "g-wire", "nobody", 0, topic_id).error_code == ErrorCode.unknown_member_id
+        assert _share_fetch(sock, "g-wire", "m1", 1, topic_id).error_code == ErrorCode.share_session_not_found
+        first = _share_fetch(sock, "g-wire", "m1", 0, topic_id)
+        assert first.error_code == ErrorCode.none
+        [part] = first.responses[0].partitions
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in part.acquired_records] == [(0, 1, 1)]
+        assert _share_fetch(sock, "g-wire", "m1", 5, topic_id).error_code == ErrorCode.invalid_share_session_epoch
+        # m1 accepts 0-1 with its next fetch, which acquires 2-3
+        good = _share_fetch(sock, "g-wire", "m1", 1, topic_id, acks=((0, 1, 1),))
+        [part] = good.responses[0].partitions
+        assert part.acknowledge_error_code == ErrorCode.none
+        assert [(r.first_offset, r.last_offset) for r in part.acquired_records] == [(2, 3)]
+        assert _share_offsets(broker.bootstrap, "g-wire", topic_name)[0][1] == 2
+        # m2 may not settle m1's records
+        assert _share_fetch(sock, "g-wire", "m2", 0, topic_id).error_code == ErrorCode.none  # acquires 4-5
+        bad = _share_fetch(sock, "g-wire", "m2", 1, topic_id, acks=((2, 3, 1),))
+        assert bad.responses[0].partitions[0].acknowledge_error_code == ErrorCode.invalid_record_state
+        # leaving releases what m1 still holds; alters are refused while m2 remains
+        assert _heartbeat(sock, "g-wire", "m1", -1, None).member_epoch == -1
+        with pytest.raises(AssertionError):
+            _start_from_earliest(broker.bootstrap, "g-wire", topic_name)
+        fetched = _share_fetch(sock, "g-wire", "m2", 2, topic_id)
+        redelivered = [(r.first_offset, r.last_offset, r.delivery_count)
+                       for r in fetched.responses[0].partitions[0].acquired_records]
+        assert redelivered == [(2, 3, 2)]
