@@ -119,11 +119,12 @@ class SharePartition:
         never reach a consumer (archived here). Returns the acquired runs in offset order."""
         self.expire_locks()
         budget = min(max_records, self.max_in_flight - self.acquired_count())
+        deadline = self.clock() + self.lock_ms
         acquired: list[int] = []
         for offset in sorted(o for o, r in self._records.items() if r.state is RecordState.AVAILABLE):
             if len(acquired) >= budget:
                 break
-            self._lock(offset, member_id)
+            self._lock(offset, member_id, deadline)
             acquired.append(offset)
         marks = sorted([(f, last, True) for f, last in deliverable] + [(f, last, False) for f, last in skipped])
         for first, last, data in marks:
@@ -142,19 +143,19 @@ class SharePartition:
                     break
                 else:
                     self._records[offset] = _InFlight(RecordState.AVAILABLE, 0)
-                    self._lock(offset, member_id)
+                    self._lock(offset, member_id, deadline)
                     acquired.append(offset)
                 self.end_offset = offset + 1
         self._advance()
         return _runs(acquired, self._records)
 
-    def _lock(self, offset: int, member_id: str) -> None:
+    def _lock(self, offset: int, member_id: str, deadline: int) -> None:
         self._dirty.add(offset)
         rec = self._records[offset]
         rec.state = RecordState.ACQUIRED
         rec.delivery_count += 1
         rec.member_id = member_id
-        rec.deadline = self.clock() + self.lock_ms
+        rec.deadline = deadline
 
     # -- acknowledgement ------------------------------------------------------------------
 
@@ -170,25 +171,30 @@ class SharePartition:
                 kinds.append(AckType(t))
             except ValueError:
                 raise InvalidAcknowledgement(f"unknown acknowledge type {t}") from None
+        records = self._records
+        per_offset = len(kinds) > 1
         for offset in range(first, last + 1):
-            rec = self._records.get(offset)
-            kind = kinds[0] if len(kinds) == 1 else kinds[offset - first]
+            rec = records.get(offset)
             if rec is None or rec.state is not RecordState.ACQUIRED or rec.member_id != member_id:
+                kind = kinds[offset - first] if per_offset else kinds[0]
                 if kind is AckType.GAP and (rec is None or rec.state is RecordState.ARCHIVED):
                     continue  # a gap the broker already archived
                 raise InvalidAcknowledgement(f"offset {offset} is not acquired by member {member_id}")
+        renewed = self.clock() + self.lock_ms
+        dirty = self._dirty
         for offset in range(first, last + 1):
-            rec = self._records.get(offset)
+            rec = records.get(offset)
             if rec is None or rec.state is not RecordState.ACQUIRED:
                 continue
-            kind = kinds[0] if len(kinds) == 1 else kinds[offset - first]
-            self._dirty.add(offset)
+            kind = kinds[offset - first] if per_offset else kinds[0]
+            dirty.add(offset)
             if kind is AckType.ACCEPT:
-                self._settle(rec, RecordState.ACKNOWLEDGED)
+                rec.state = RecordState.ACKNOWLEDGED
+                rec.member_id = None
             elif kind is AckType.RELEASE:
                 self._release(rec)
             elif kind is AckType.RENEW:
-                rec.deadline = self.clock() + self.lock_ms
+                rec.deadline = renewed
             else:
                 self._settle(rec, RecordState.ARCHIVED)
         self._advance()
