@@ -389,3 +389,19 @@ def test_share_protocol_errors_on_the_wire(broker: BrokerProcess, topic_name: st
         redelivered = [(r.first_offset, r.last_offset, r.delivery_count)
                        for r in fetched.responses[0].partitions[0].acquired_records]
         assert redelivered == [(2, 3, 2)]
+
+
+def test_a_classic_groups_id_is_refused_to_share_members(broker: BrokerProcess, topic_name: str) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    _produce(broker.bootstrap, topic_name, [b"c"])
+    classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-classic"})
+    try:
+        classic.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+    finally:
+        classic.close()
+    with connect(broker.bootstrap) as sock:
+        reply = _heartbeat(sock, "g-classic", "m1", 0, (topic_name,))
+    assert reply.error_code == ErrorCode.inconsistent_group_protocol
+    assert "not a share group" in reply.error_message

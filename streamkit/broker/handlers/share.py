@@ -59,12 +59,17 @@ def _topic_partitions(state: BrokerState, assignment: dict[str, tuple[int, ...]]
 
 async def share_group_heartbeat(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
+    interval = state.share.settings_for(body.group_id).heartbeat_interval_ms
+    if state.share.group(body.group_id) is None and state.coordinator.get(body.group_id) is not None:
+        # a classic (or consumer) group already has this id: one id, one kind of group
+        return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol,
+                "error_message": f"group {body.group_id} exists and is not a share group",
+                "member_id": body.member_id, "member_epoch": -1, "heartbeat_interval": interval}
     subscribed = field(body, "subscribed_topic_names")
     result = state.share.heartbeat(
         body.group_id, body.member_id, int(body.member_epoch),
         None if subscribed is None else tuple(subscribed), field(body, "rack_id"),
         client.client_id, client.host, lambda t: _partitions_of(state, t))
-    interval = state.share.settings_for(body.group_id).heartbeat_interval_ms
     reply: dict[str, Any] = {"throttle_time": 0, "error_code": result.error, "error_message": result.message,
                              "member_id": body.member_id, "member_epoch": result.member_epoch,
                              "heartbeat_interval": interval, "assignment": None}
