@@ -27,8 +27,11 @@ from kio.schema.describe_share_group_offsets.v1.request import (
 )
 from kio.schema.errors import ErrorCode
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.types import GroupId, TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i64
+
+from streamkit.clients.admin import ClientError
 
 __all__ = [
     "ShareGroupDescription",
@@ -91,7 +94,7 @@ async def _connection(bootstrap: str, timeout_s: float) -> AsyncIterator[tuple[a
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
     except (TimeoutError, OSError) as exc:
-        raise ConnectionError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
+        raise ClientError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
     try:
         yield reader, writer
     finally:
@@ -106,7 +109,7 @@ async def alter_share_group_offsets(bootstrap: str, group: str, topic: str, offs
     -2 earliest); raises ValueError with the broker's message when refused."""
     async with _connection(bootstrap, timeout_s) as (reader, writer):
         reply = await asyncio.wait_for(_call(reader, writer, AlterShareGroupOffsetsRequest(
-            group_id=group, topics=(AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=tuple(
+            group_id=GroupId(group), topics=(AlterShareGroupOffsetsRequestTopic(topic_name=TopicName(topic), partitions=tuple(
                 AlterShareGroupOffsetsRequestPartition(partition_index=i32(p), start_offset=i64(o))
                 for p, o in sorted(offsets.items()))),)), 1), timeout_s)
     if reply.error_code != ErrorCode.none:
@@ -120,25 +123,17 @@ async def alter_share_group_offsets(bootstrap: str, group: str, topic: str, offs
 async def describe_share_group(bootstrap: str, group: str, timeout_s: float = 15) -> ShareGroupDescription | None:
     """The share group's state, members and per-partition start offset and lag; None when
     the broker knows no share group of that name (or speaks no share-group APIs)."""
-    host, _, port = bootstrap.split(",")[0].rpartition(":")
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
-    except (TimeoutError, OSError) as exc:
-        raise ConnectionError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
-    try:
-        described = await asyncio.wait_for(_call(reader, writer, ShareGroupDescribeRequest(
-            group_ids=(group,), include_authorized_operations=False), 1), timeout_s)
-        g = described.groups[0]
-        if g.error_code != ErrorCode.none:
-            return None
-        offsets = await asyncio.wait_for(_call(reader, writer, DescribeShareGroupOffsetsRequest(groups=(
-            DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None),)), 2), timeout_s)
-    except (asyncio.IncompleteReadError, ConnectionError):
+        async with _connection(bootstrap, timeout_s) as (reader, writer):
+            described = await asyncio.wait_for(_call(reader, writer, ShareGroupDescribeRequest(
+                group_ids=(GroupId(group),), include_authorized_operations=False), 1), timeout_s)
+            g = described.groups[0]
+            if g.error_code != ErrorCode.none:
+                return None
+            offsets = await asyncio.wait_for(_call(reader, writer, DescribeShareGroupOffsetsRequest(groups=(
+                DescribeShareGroupOffsetsRequestGroup(group_id=GroupId(group), topics=None),)), 2), timeout_s)
+    except (asyncio.IncompleteReadError, ConnectionResetError):
         return None  # a broker without share groups closes the connection
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
     members = [ShareMember(m.member_id, m.client_id, m.client_host, int(m.member_epoch),
                            [(t.topic_name, int(p)) for t in m.assignment.topic_partitions for p in t.partitions])
                for m in g.members]

@@ -261,7 +261,7 @@ async def share_fetch(state: BrokerState, req: Request, client: ClientInfo) -> R
         share.close_session(group_id, member_id)
     else:
         await _fill(state, body, group_id, member_id, session.partitions, entry, ids)
-    responses = {}
+    responses: dict[str, dict[str, Any]] = {}
     for (topic, _index), e in sorted(results.items(), key=lambda kv: kv[0]):
         tid = ids.get(topic)
         if tid is None:
@@ -390,7 +390,7 @@ async def alter_share_group_offsets(state: BrokerState, req: Request, client: Cl
     responses = []
     for t in body.topics:
         info = state.topics.get(t.topic_name)
-        parts = []
+        parts: list[dict[str, Any]] = []
         for p in t.partitions:
             index = int(p.partition_index)
             plog = state.topics.partition(t.topic_name, index)

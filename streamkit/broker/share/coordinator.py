@@ -196,9 +196,9 @@ class ShareCoordinator:
         if epoch == 0:
             if key in self.sessions:
                 self._member_gone(group_id, member_id)
-            session = ShareSession()
-            self.sessions[key] = session
-            return ErrorCode.none, session
+            fresh = ShareSession()
+            self.sessions[key] = fresh
+            return ErrorCode.none, fresh
         session = self.sessions.get(key)
         if session is None:
             return ErrorCode.share_session_not_found, None
