@@ -281,3 +281,21 @@ def test_snapshots_and_deltas_replay_to_the_same_state(snapshot_every: int) -> N
     third = coordinator()
     third.load()
     assert _states(third.partitions[key], 62) == _states(again, 62)
+
+
+def test_a_member_past_its_session_timeout_loses_its_records_and_session() -> None:
+    clock = Clock()
+    co = ShareCoordinator(ShareSettings(session_timeout_ms=5_000), ShareStateStore(MemoryLog(), 4, clock), clock)
+    parts = {"t": 1}.get
+    assert co.heartbeat("g", "a", 0, ("t",), None, "c", "h", parts).error == ErrorCode.none
+    assert co.heartbeat("g", "b", 0, ("t",), None, "c", "h", parts).error == ErrorCode.none
+    co.session("g", "a", 0)
+    sp = co.partition(("g", "t", 0), "id", lambda _reset: 0)
+    sp.acquire("a", 3, [(0, 2)])
+    clock.now += 4_000
+    co.heartbeat("g", "b", co.groups["g"].members["b"].epoch, None, None, "c", "h", parts)
+    clock.now += 2_000  # a silent for 6 s, b for 2 s
+    assert co.expire_members() == [("g", "a")]
+    assert sp.state_of(0) == (RecordState.AVAILABLE, 1)
+    assert co.session("g", "a", 1)[0] == ErrorCode.share_session_not_found
+    assert not co.is_member("g", "a") and co.is_member("g", "b")
