@@ -34,6 +34,9 @@ __all__ = [
 _ASSIGNOR = "simple"
 _LATEST = -1
 _EARLIEST = -2
+# How much log one ShareFetch reads to find the batches it may acquire: the records it
+# returns are read again, bounded by what was acquired.
+_CLASSIFY_BYTES = 1 << 20
 
 
 def _ms(value: Any) -> int:
@@ -138,14 +141,16 @@ def _acknowledge(state: BrokerState, group_id: str, member_id: str, topic: str, 
     return ErrorCode.none, None
 
 
-def _classify(plog: PartitionLog, start: int, upper: int, max_bytes: int,
+def _classify(plog: PartitionLog, start: int, upper: int, max_bytes: int, max_records: int,
               read_committed: bool) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Offset ranges from ``start`` (below ``upper``) that hold data for consumers, and the
-    ones that never reach them (control batches, aborted transactions)."""
+    ones that never reach them (control batches, aborted transactions); enough batches for
+    ``max_records`` records, read in chunks of at most _CLASSIFY_BYTES."""
     if start >= upper:
         return [], []
-    data, _next = plog.read_chunk(start, max_bytes, max_offset=upper)
+    data, _next = plog.read_chunk(start, min(max_bytes, _CLASSIFY_BYTES), max_offset=upper)
     aborted = plog.aborted_transactions(start, upper) if read_committed else []
+    wanted = max_records
     deliverable: list[tuple[int, int]] = []
     skipped: list[tuple[int, int]] = []
     for pos, _size, base, last in iter_batch_spans(data):
@@ -156,6 +161,10 @@ def _classify(plog: PartitionLog, start: int, upper: int, max_bytes: int,
         dead = header.is_control or (header.is_transactional and any(
             a.producer_id == header.producer_id and a.first_offset <= base <= a.last_offset for a in aborted))
         (skipped if dead else deliverable).append((base, last))
+        if not dead:
+            wanted -= last - base + 1
+            if wanted <= 0:
+                break
     return deliverable, skipped
 
 
@@ -169,7 +178,7 @@ def _fetch_partition(state: BrokerState, group_id: str, member_id: str, topic: s
     upper = plog.last_stable_offset if read_committed else plog.high_watermark
     try:
         deliverable, skipped = _classify(plog, max(sp.end_offset, plog.log_start_offset), upper,
-                                         max_bytes, read_committed)
+                                         max_bytes, max_records, read_committed)
         acquired = sp.acquire(member_id, max_records, deliverable, skipped)
         if not acquired:
             if skipped:
