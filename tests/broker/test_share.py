@@ -299,3 +299,14 @@ def test_a_member_past_its_session_timeout_loses_its_records_and_session() -> No
     assert sp.state_of(0) == (RecordState.AVAILABLE, 1)
     assert co.session("g", "a", 1)[0] == ErrorCode.share_session_not_found
     assert not co.is_member("g", "a") and co.is_member("g", "b")
+
+
+def test_records_that_did_not_fit_in_the_response_are_not_counted_as_delivered() -> None:
+    clock = Clock()
+    sp = _sp(clock)
+    got = sp.acquire("a", 10, [(0, 9)])
+    kept = sp.unacquire("a", 6, got)
+    assert _offsets(kept) == list(range(6))
+    assert sp.state_of(6) == (RecordState.AVAILABLE, 0)
+    assert sp.state_of(5) == (RecordState.ACQUIRED, 1)
+    assert _offsets(sp.acquire("b", 10, [])) == [6, 7, 8, 9]

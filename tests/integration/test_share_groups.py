@@ -323,7 +323,8 @@ def _heartbeat(sock: Any, group: str, member: str, epoch: int, topics: tuple[str
 
 
 def _share_fetch(sock: Any, group: str, member: str, epoch: int, topic_id: Any,
-                 acks: tuple[tuple[int, int, int], ...] = ()) -> Any:
+                 acks: tuple[tuple[int, int, int], ...] = (), max_records: int = 2,
+                 max_bytes: int = 2**31 - 1) -> Any:
     from datetime import timedelta
 
     from kio.schema.share_fetch.v1.request import (
@@ -338,7 +339,7 @@ def _share_fetch(sock: Any, group: str, member: str, epoch: int, topic_id: Any,
                     for f, last, t in acks)
     return call(sock, ShareFetchRequest(
         group_id=group, member_id=member, share_session_epoch=i32(epoch), max_wait=timedelta(milliseconds=200),
-        min_bytes=i32(1), max_records=i32(2), batch_size=i32(2),
+        min_bytes=i32(1), max_bytes=i32(max_bytes), max_records=i32(max_records), batch_size=i32(max_records),
         topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(partition_index=i32(0),
                                                                          acknowledgement_batches=batches),)),),
         forgotten_topics_data=()))
@@ -405,3 +406,22 @@ def test_a_classic_groups_id_is_refused_to_share_members(broker: BrokerProcess, 
         reply = _heartbeat(sock, "g-classic", "m1", 0, (topic_name,))
     assert reply.error_code == ErrorCode.inconsistent_group_protocol
     assert "not a share group" in reply.error_message
+
+
+def test_records_beyond_max_bytes_stay_available_and_uncounted(broker: BrokerProcess, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(4):  # one batch each
+        producer.produce(topic_name, value=bytes([65 + i]) * 1000, partition=0)
+        assert producer.flush(30) == 0
+    _start_from_earliest(broker.bootstrap, "g-bytes", topic_name)
+    with connect(broker.bootstrap) as sock:
+        one = _heartbeat(sock, "g-bytes", "m1", 0, (topic_name,))
+        topic_id = one.assignment.topic_partitions[0].topic_id
+        small = _share_fetch(sock, "g-bytes", "m1", 0, topic_id, max_records=10, max_bytes=1500)
+        [part] = small.responses[0].partitions
+        assert [(r.first_offset, r.last_offset) for r in part.acquired_records] == [(0, 0)]
+        assert 1000 < len(part.records) < 1500
+        rest = _share_fetch(sock, "g-bytes", "m1", 1, topic_id, max_records=10)
+        acquired = [(r.first_offset, r.last_offset, r.delivery_count) for r in rest.responses[0].partitions[0].acquired_records]
+        assert acquired == [(1, 3, 1)]  # first delivery: the records cut off before were not counted

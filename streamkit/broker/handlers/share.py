@@ -184,9 +184,11 @@ def _fetch_partition(state: BrokerState, group_id: str, member_id: str, topic: s
             if skipped:
                 state.share.persist((group_id, topic, index))
             return b"", [], ErrorCode.none
-        state.share.persist((group_id, topic, index))
         first, last = acquired[0].first_offset, acquired[-1].last_offset
-        data, _next = plog.read_chunk(first, max(max_bytes, 1), max_offset=last + 1)
+        data, next_offset = plog.read_chunk(first, max(max_bytes, 1), max_offset=last + 1)
+        if next_offset <= last:
+            acquired = sp.unacquire(member_id, next_offset, acquired)
+        state.share.persist((group_id, topic, index))
     except LogError:
         return b"", [], ErrorCode.offset_out_of_range
     ranges = [{"first_offset": r.first_offset, "last_offset": r.last_offset,

@@ -157,6 +157,22 @@ class SharePartition:
         rec.member_id = member_id
         rec.deadline = deadline
 
+    def unacquire(self, member_id: str, from_offset: int, ranges: list[AcquiredRange]) -> list[AcquiredRange]:
+        """Undo the part of an acquisition at or after ``from_offset`` (its records did not
+        fit in the response): AVAILABLE again, the delivery not counted. The kept ranges."""
+        kept: list[AcquiredRange] = []
+        for r in ranges:
+            if r.first_offset < from_offset:
+                kept.append(AcquiredRange(r.first_offset, min(r.last_offset, from_offset - 1), r.delivery_count))
+            for offset in range(max(r.first_offset, from_offset), r.last_offset + 1):
+                rec = self._records.get(offset)
+                if rec is not None and rec.state is RecordState.ACQUIRED and rec.member_id == member_id:
+                    rec.state = RecordState.AVAILABLE
+                    rec.member_id = None
+                    rec.delivery_count -= 1
+                    self._dirty.add(offset)
+        return kept
+
     # -- acknowledgement ------------------------------------------------------------------
 
     def acknowledge(self, member_id: str, first: int, last: int, types: tuple[int, ...]) -> None:
