@@ -310,3 +310,16 @@ def test_records_that_did_not_fit_in_the_response_are_not_counted_as_delivered()
     assert sp.state_of(6) == (RecordState.AVAILABLE, 0)
     assert sp.state_of(5) == (RecordState.ACQUIRED, 1)
     assert _offsets(sp.acquire("b", 10, [])) == [6, 7, 8, 9]
+
+
+def test_deleting_a_share_group_needs_it_empty_and_removes_its_state() -> None:
+    clock = Clock()
+    log = MemoryLog()
+    co = _coordinator(clock, log)
+    co.heartbeat("g", "a", 0, ("t",), None, "c", "h", {"t": 1}.get)
+    co.partition(("g", "t", 0), "id", lambda _reset: 0)
+    assert co.delete_group("g") == ErrorCode.non_empty_group
+    co.heartbeat("g", "a", -1, None, None, "c", "h", {"t": 1}.get)
+    assert co.delete_group("g") == ErrorCode.none
+    assert co.delete_group("g") == ErrorCode.group_id_not_found
+    assert _coordinator(clock, log).load() == 0

@@ -426,3 +426,14 @@ def test_records_beyond_max_bytes_stay_available_and_uncounted(broker: BrokerPro
         rest = _share_fetch(sock, "g-bytes", "m1", 1, topic_id, max_records=10)
         acquired = [(r.first_offset, r.last_offset, r.delivery_count) for r in rest.responses[0].partitions[0].acquired_records]
         assert acquired == [(1, 3, 1)]  # first delivery: the records cut off before were not counted
+
+
+def test_delete_groups_deletes_an_empty_share_group(broker: BrokerProcess, topic_name: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    _start_from_earliest(broker.bootstrap, "g-del", topic_name)
+    assert _share_offsets(broker.bootstrap, "g-del", topic_name) == [(0, 0, 0)]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_consumer_groups(["g-del"])["g-del"].result(30)
+    assert _share_offsets(broker.bootstrap, "g-del", topic_name) == [(0, -1, -1)]

@@ -188,5 +188,10 @@ async def list_groups(state: BrokerState, req: Request, client: ClientInfo) -> R
 
 
 async def delete_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    def delete(group_id: str) -> ErrorCode:
+        if state.coordinator.get(group_id) is None and group_id in state.share.group_ids():
+            return state.share.delete_group(group_id)
+        return state.coordinator.delete(group_id)
+
     return {"throttle_time": 0, "results": [
-        {"group_id": g, "error_code": state.coordinator.delete(g)} for g in req.body.groups_names]}
+        {"group_id": g, "error_code": delete(g)} for g in req.body.groups_names]}

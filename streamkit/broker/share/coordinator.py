@@ -188,6 +188,19 @@ class ShareCoordinator:
         self.store.delete(key)
         return True
 
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups on a share group: refused while it has members; otherwise the group
+        and every share-partition state it has are gone."""
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            return ErrorCode.non_empty_group
+        if group is None and group_id not in self.group_ids():
+            return ErrorCode.group_id_not_found
+        self.groups.pop(group_id, None)
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            self.delete(key)
+        return ErrorCode.none
+
     # -- share sessions -------------------------------------------------------------------
 
     def session(self, group_id: str, member_id: str, epoch: int) -> tuple[ErrorCode, ShareSession | None]:
