@@ -122,7 +122,7 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("group.share.heartbeat.interval.ms", "group_share_heartbeat_interval_ms", "int",
               5000, None, "the heartbeat interval share-group members are told", _at_least(1)),
     ConfigDef("group.share.partition.max.record.locks", "group_share_partition_max_record_locks",
-              "int", 2000, None, "most records of one share-partition acquired at once",
+              "int", 2000, None, "most records in one share-partition's in-flight window",
               _at_least(100)),
     ConfigDef("share.coordinator.state.topic.num.partitions",
               "share_coordinator_state_topic_num_partitions", "int", 50, None,

@@ -148,11 +148,16 @@ def test_snapshot_restores_acquired_as_available_with_the_count() -> None:
     assert _offsets(again.acquire("b", 10, [(14, 14)])) == [10, 12, 13, 14]
 
 
-def test_in_flight_limit_caps_acquisition() -> None:
+def test_in_flight_limit_caps_the_window() -> None:
     clock = Clock()
     sp = SharePartition(0, clock, 30_000, 5, max_in_flight=3)
     assert _offsets(sp.acquire("a", 10, [(0, 9)])) == [0, 1, 2]
     assert sp.acquire("b", 10, [(0, 9)]) == []
+    sp.acknowledge("a", 1, 2, (AckType.ACCEPT,))
+    # two locks free, but offset 0 holds the window [0, 3) full: nothing new is read
+    assert sp.acquire("b", 10, [(3, 9)]) == []
+    sp.acknowledge("a", 0, 0, (AckType.ACCEPT,))
+    assert _offsets(sp.acquire("b", 10, [(3, 9)])) == [3, 4, 5]
 
 
 # -- membership ----------------------------------------------------------------------------

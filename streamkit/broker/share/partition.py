@@ -128,7 +128,7 @@ class SharePartition:
             acquired.append(offset)
         marks = sorted([(f, last, True) for f, last in deliverable] + [(f, last, False) for f, last in skipped])
         for first, last, data in marks:
-            if len(acquired) >= budget:
+            if len(acquired) >= budget or self.end_offset - self.start_offset >= self.max_in_flight:
                 break
             first = max(first, self.end_offset)
             for offset in range(self.end_offset, first):  # a gap between batches
@@ -136,6 +136,8 @@ class SharePartition:
                 self._dirty.add(offset)
             self.end_offset = max(self.end_offset, first)
             for offset in range(first, last + 1):
+                if offset - self.start_offset >= self.max_in_flight:
+                    break  # the window is full: a stuck record holds SPSO back
                 if not data:
                     self._records[offset] = _InFlight(RecordState.ARCHIVED, 0)
                     self._dirty.add(offset)
