@@ -46,10 +46,15 @@ overrides). If Tansu cannot be had, the run says why and goes on with streamkit 
    records (begin_transaction / commit_transaction; the commit waits for the markers). The
    ratio transactional/plain is the median of the rounds' paired ratios; target >= 0.8 at
    10,000. ``--transactions-only`` runs only this part.
+6. Share groups (streamkit only; see ``_share.py``), ``--trials`` interleaved rounds of
+   ``--share-records`` records in one partition: a classic consumer group of one consumer
+   against share groups (KIP-932) of one and of four ShareConsumers. ``--share-only`` runs
+   only this part.
 
 Usage: python benchmarks/broker_bench.py [--records N] [--skip-tansu] [--prefill-gib X]
            [--latency-rate R] [--latency-seconds S] [--latency-linger 0,1,5] [--trials T]
            [--data-dir DIR] [--profile DIR] [--large-log-only] [--transactions-only]
+           [--share-only] [--share-records N]
 
 ``--profile DIR`` runs py-spy (``pip install py-spy``) on the streamkit broker during the
 first round's produce and consume and prints its hottest functions (raw stacks kept in DIR).
@@ -86,6 +91,7 @@ from streamkit.testing import BrokerProcess
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _tansu
 from _machine import cpu_seconds, machine_load, read_collapsed
+from _share import report_share, share_rounds
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -219,6 +225,16 @@ def raw_socket(seconds: float = 2.0, chunk: int = MIB) -> float:
         elapsed = time.perf_counter() - start
     server.close()
     return received[0] / elapsed / MIB
+
+
+def run_share(target: Target, args: argparse.Namespace) -> dict[str, Any]:
+    print(f"\nshare groups: {args.share_records:,} x {VALUE_SIZE}-byte records per round", flush=True)
+
+    def fill(topic: str, records: int) -> None:
+        create_topic(target, topic)
+        produce_run(target, topic, records)
+
+    return share_rounds(target.bootstrap, target.pid, args.share_records, args.trials, fill, cpu_seconds, COMMON)
 
 
 def produce_run(
@@ -637,6 +653,15 @@ def main() -> int:
         help="run only the transactional produce comparison (streamkit only)",
     )
     parser.add_argument(
+        "--share-only",
+        action="store_true",
+        help="run only the share-group vs classic consumer group comparison (streamkit only)",
+    )
+    parser.add_argument(
+        "--share-records", type=int, default=200_000,
+        help="records per share-group comparison round (default 200,000)",
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         default=None,
@@ -678,6 +703,12 @@ def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], obje
         print(f"\ntransactions: {args.records:,} x {VALUE_SIZE}-byte records per round, "
               f"{args.trials} interleaved rounds", flush=True)
         report_transactions(args.records, transaction_rounds(sk, args.records, args.trials))
+        print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
+        return 0
+    if args.share_only:
+        sk, sk_proc = start_streamkit(work / "streamkit")
+        cleanups.append(sk_proc.stop)
+        report_share(args.share_records, run_share(sk, args))
         print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
         return 0
     if args.large_log_only:
@@ -761,8 +792,12 @@ def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], obje
     print(f"\ntransactions: {args.records:,} x {VALUE_SIZE}-byte records per round", flush=True)
     txn_runs = transaction_rounds(sk, args.records, args.trials)
 
+    # 6. share groups
+    share_runs = run_share(sk, args)
+
     report(args, raw, runs, lat, tansu is not None, tansu_why, prefill)
     report_transactions(args.records, txn_runs)
+    report_share(args.share_records, share_runs)
     print(
         f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()}; "
         "on a shared machine compare the CPU-s per M records rows, not only the rates)"

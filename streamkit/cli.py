@@ -335,9 +335,15 @@ def groups_list(bootstrap: str = BootstrapOption) -> None:
 
 @groups_app.command("describe")
 def groups_describe(group: str = typer.Argument(..., help="Group id."), bootstrap: str = BootstrapOption) -> None:
-    """Show a group's state, members, committed offsets and lag."""
+    """Show a group's state, members, committed offsets and lag (share groups: each
+    partition's share start offset and the records not yet delivered and settled)."""
     from streamkit.clients.admin import describe_group
+    from streamkit.clients.share import describe_share_group
 
+    shared = _run(describe_share_group(bootstrap, group))
+    if shared is not None:
+        _print_share_group(group, shared)
+        return
     state, members, lags = _run(describe_group(bootstrap, group))
     console.print(f"group {group}: {state}, {len(members)} members", highlight=False)
     for m in members:
@@ -348,6 +354,21 @@ def groups_describe(group: str = typer.Argument(..., help="Group id."), bootstra
         table.add_column(col)
     for lag in lags:
         table.add_row(lag.topic, str(lag.partition), str(lag.committed), str(lag.end_offset), str(lag.lag))
+    console.print(table)
+
+
+def _print_share_group(group: str, shared: Any) -> None:
+    console.print(f"share group {group}: {shared.state}, epoch {shared.group_epoch}, "
+                  f"{len(shared.members)} members", highlight=False)
+    for m in shared.members:
+        parts = ", ".join(f"{t}-{p}" for t, p in m.assignment)
+        console.print(f"  {m.member_id} ({m.client_id}@{m.host}) epoch {m.member_epoch}: {parts}",
+                      highlight=False, markup=False)
+    table = Table()
+    for col in ("topic", "partition", "start offset", "lag"):
+        table.add_column(col)
+    for lag in shared.lags:
+        table.add_row(lag.topic, str(lag.partition), str(lag.start_offset), str(lag.lag))
     console.print(table)
 
 

@@ -41,6 +41,7 @@ TEST_SETTINGS: dict[str, str] = {
     "group.min.session.timeout.ms": "1000",
     "offsets.topic.num.partitions": "4",
     "transaction.state.log.num.partitions": "4",
+    "share.coordinator.state.topic.num.partitions": "4",
 }
 
 

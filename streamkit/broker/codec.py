@@ -104,6 +104,13 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     60: (0, 0),  # DescribeCluster
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions (v2 adds a regular-expression filter)
+    76: (1, 1),  # ShareGroupHeartbeat (KIP-932; v0 was the early-access form)
+    77: (1, 1),  # ShareGroupDescribe
+    78: (1, 2),  # ShareFetch
+    79: (1, 2),  # ShareAcknowledge
+    90: (0, 1),  # DescribeShareGroupOffsets
+    91: (0, 0),  # AlterShareGroupOffsets
+    92: (0, 0),  # DeleteShareGroupOffsets
 }
 
 # What every ApiVersions answer lists (each version's reply and the v0 UNSUPPORTED_VERSION

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from streamkit.broker.build import build
@@ -28,6 +28,8 @@ from streamkit.broker.group_configs import GroupConfigStore
 from streamkit.broker.handlers import HANDLERS
 from streamkit.broker.memory import RequestMemory
 from streamkit.broker.producers import ProducerIds
+from streamkit.broker.share.coordinator import ShareCoordinator, ShareSettings
+from streamkit.broker.share.store import SHARE_STATE_TOPIC, ShareStateStore
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.broker.topics import TopicManager
 from streamkit.broker.txn.coordinator import (
@@ -52,6 +54,7 @@ log = logging.getLogger(__name__)
 _READ_SIZE = 1 << 20
 _PARTITION_DIR = re.compile(r"^.+-\d+$")
 _YIELD_EVERY = 32
+_SHARE_TICK_MS = 200
 
 
 class _InternalStore:
@@ -216,6 +219,7 @@ class Broker:
         txns.load()
         group_configs = GroupConfigStore(meta, cfg)
         group_configs.load()
+        share = self._share_coordinator(topics, clock, group_configs.overrides)
         try:
             self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
                                                       limit=_READ_SIZE, reuse_address=True)
@@ -223,7 +227,7 @@ class Broker:
             logs.close()  # a refused bind leaves the logs as a clean stop does
             raise
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
-                                 producer_ids, waiters, clock, txns, group_configs)
+                                 producer_ids, waiters, clock, txns, group_configs, share)
         groups.start()
         if cfg.log_cleaner_enable:
             logs.start_cleaner()
@@ -242,9 +246,29 @@ class Broker:
             asyncio.create_task(self._every_on_loop(
                 cfg.transaction_remove_expired_transaction_cleanup_interval_ms, txns.expire_ids),
                 name="streamkit-txn-expiration"),
+            # Lock expiry and member timeouts also run on every share request; this makes
+            # them happen while nobody asks, so a dead member's records free up in time.
+            asyncio.create_task(self._every_on_loop(_SHARE_TICK_MS, self._share_tick),
+                                name="streamkit-share-expiry"),
         ]
         log.info("streamkit broker %d listening on %s:%d (data in %s)", cfg.node_id, self.host,
                  self.port, self.data_dir)
+
+    def _share_coordinator(self, topics: TopicManager, clock: Callable[[], int],
+                           group_configs: Callable[[str], Mapping[str, str]]) -> ShareCoordinator:
+        cfg = self.config
+        if topics.get(SHARE_STATE_TOPIC) is None:
+            topics.create(SHARE_STATE_TOPIC, cfg.share_coordinator_state_topic_num_partitions, {
+                "cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)})
+        settings = ShareSettings(cfg.group_share_record_lock_duration_ms, cfg.group_share_delivery_count_limit,
+                                 cfg.group_share_session_timeout_ms, cfg.group_share_heartbeat_interval_ms,
+                                 cfg.group_share_partition_max_record_locks)
+        store = ShareStateStore(_InternalStore(topics, SHARE_STATE_TOPIC),
+                                topics.topics[SHARE_STATE_TOPIC].partitions, clock)
+        share = ShareCoordinator(settings, store, clock, group_configs)
+        if loaded := share.load():
+            log.info("loaded the state of %d share-partitions", loaded)
+        return share
 
     async def stop(self) -> None:
         """Stop serving, then close every log cleanly (flush, checkpoint, clean marker)."""
@@ -265,6 +289,11 @@ class Broker:
     async def serve_forever(self) -> None:
         assert self._server is not None
         await self._server.serve_forever()
+
+    def _share_tick(self) -> None:
+        assert self.state is not None
+        self.state.share.expire_members()
+        self.state.share.expire_locks()
 
     def _expire_producers(self) -> None:
         assert self.state is not None

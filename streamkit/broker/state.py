@@ -10,6 +10,7 @@ from streamkit.broker.group.coordinator import GroupCoordinator
 from streamkit.broker.group.runtime import GroupRuntime
 from streamkit.broker.group_configs import GroupConfigStore
 from streamkit.broker.producers import ProducerIds
+from streamkit.broker.share.coordinator import ShareCoordinator
 from streamkit.broker.topics import TopicManager
 from streamkit.broker.txn.coordinator import TransactionCoordinator
 from streamkit.broker.waiters import AppendWaiters
@@ -33,6 +34,7 @@ class BrokerState:
     txns: TransactionCoordinator
     # per-group configs (GROUP resource): group_configs.get(group_id) gives the effective ones
     group_configs: GroupConfigStore
+    share: ShareCoordinator
 
     @property
     def coordinator(self) -> GroupCoordinator:

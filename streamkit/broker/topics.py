@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_NAME_LENGTH = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # Every partition is a directory with open files; a request for 2**31 of them must be refused
 # before the first mkdir, not discovered when the disk or the fd table runs out.
 MAX_PARTITIONS_PER_TOPIC = 10_000

@@ -161,7 +161,10 @@ def test_supported_versions_table_is_final() -> None:
     assert SUPPORTED_VERSIONS[1] == (4, 12)  # no topic-id Fetch
     assert SUPPORTED_VERSIONS[0] == (3, 9)
     assert SUPPORTED_VERSIONS[3] == (1, 12)
-    assert len(API_SPECS) == 153  # 134 + the transaction APIs (4 x v0-v3, DescribeTransactions v0, ListTransactions v0-v1)
+    # 134 + the transaction APIs (4 x v0-v3, DescribeTransactions v0, ListTransactions v0-v1)
+    # + the share-group APIs (ShareGroupHeartbeat/Describe v1, ShareFetch/Acknowledge v1-v2,
+    # DescribeShareGroupOffsets v0-v1, Alter/DeleteShareGroupOffsets v0)
+    assert len(API_SPECS) == 163
 
 
 # -- requests: every supported (api_key, version) ------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamkit.broker.handlers import admin, cluster, data, groups, txn
+from streamkit.broker.handlers import admin, cluster, data, groups, share, txn
 from streamkit.broker.handlers.common import Handler
 
 __all__ = ["HANDLERS"]
@@ -38,4 +38,11 @@ HANDLERS: dict[int, Handler] = {
     60: cluster.describe_cluster,
     65: txn.describe_transactions,
     66: txn.list_transactions,
+    76: share.share_group_heartbeat,
+    77: share.share_group_describe,
+    78: share.share_fetch,
+    79: share.share_acknowledge,
+    90: share.describe_share_group_offsets,
+    91: share.alter_share_group_offsets,
+    92: share.delete_share_group_offsets,
 }

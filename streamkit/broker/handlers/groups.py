@@ -180,11 +180,18 @@ async def describe_groups(state: BrokerState, req: Request, client: ClientInfo) 
 
 async def list_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     states = set(field(req.body, "states_filter", ()) or ())
+    share = [(g, "share", st) for g, st in state.share.list_groups()]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": [
         {"group_id": g, "protocol_type": pt, "group_state": st}
-        for g, pt, st in state.coordinator.list_groups(states or None)]}
+        for g, pt, st in [*state.coordinator.list_groups(states or None),
+                          *(s for s in share if not states or s[2] in states)]]}
 
 
 async def delete_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    def delete(group_id: str) -> ErrorCode:
+        if state.coordinator.get(group_id) is None and group_id in state.share.group_ids():
+            return state.share.delete_group(group_id)
+        return state.coordinator.delete(group_id)
+
     return {"throttle_time": 0, "results": [
-        {"group_id": g, "error_code": state.coordinator.delete(g)} for g in req.body.groups_names]}
+        {"group_id": g, "error_code": delete(g)} for g in req.body.groups_names]}

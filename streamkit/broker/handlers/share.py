@@ -1,0 +1,444 @@
+"""Share groups (KIP-932) on the wire: ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch,
+ShareAcknowledge and Describe/Alter/DeleteShareGroupOffsets, translated to and from the
+share coordinator (``streamkit.broker.share``).
+
+ShareFetch reads the log like Fetch does (stored batches, never re-encoded) and says which
+offsets of them this member acquired; the client delivers only those. Control batches and,
+under read_committed, aborted transactional batches are archived, never acquired.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from streamkit.broker.codec import Request
+from streamkit.broker.errors import ErrorCode
+from streamkit.broker.handlers.common import LEADER_EPOCH, NO_OPERATIONS, Reply, field
+from streamkit.broker.share.partition import InvalidAcknowledgement, SharePartition
+from streamkit.broker.state import BrokerState, ClientInfo
+from streamkit.log.batch import iter_batch_spans, parse_header
+from streamkit.log.errors import LogError
+from streamkit.log.partition import PartitionLog
+
+__all__ = [
+    "alter_share_group_offsets",
+    "delete_share_group_offsets",
+    "describe_share_group_offsets",
+    "share_acknowledge",
+    "share_fetch",
+    "share_group_describe",
+    "share_group_heartbeat",
+]
+
+_ASSIGNOR = "simple"
+_LATEST = -1
+_EARLIEST = -2
+# How much log one ShareFetch reads to find the batches it may acquire: the records it
+# returns are read again, bounded by what was acquired.
+_CLASSIFY_BYTES = 1 << 20
+
+
+def _ms(value: Any) -> int:
+    return int(value.total_seconds() * 1000)
+
+
+def _partitions_of(state: BrokerState, topic: str) -> int | None:
+    info = state.topics.get(topic)
+    return None if info is None or info.internal else info.partitions
+
+
+def _topic_partitions(state: BrokerState, assignment: dict[str, tuple[int, ...]]) -> list[dict[str, Any]]:
+    out = []
+    for topic, parts in sorted(assignment.items()):
+        info = state.topics.get(topic)
+        if info is not None and parts:
+            out.append({"topic_id": info.topic_id, "topic_name": topic, "partitions": list(parts)})
+    return out
+
+
+# -- ShareGroupHeartbeat / ShareGroupDescribe ------------------------------------------------
+
+
+async def share_group_heartbeat(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    interval = state.share.settings_for(body.group_id).heartbeat_interval_ms
+    if state.share.group(body.group_id) is None and state.coordinator.get(body.group_id) is not None:
+        # a classic (or consumer) group already has this id: one id, one kind of group
+        return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol,
+                "error_message": f"group {body.group_id} exists and is not a share group",
+                "member_id": body.member_id, "member_epoch": -1, "heartbeat_interval": interval}
+    subscribed = field(body, "subscribed_topic_names")
+    result = state.share.heartbeat(
+        body.group_id, body.member_id, int(body.member_epoch),
+        None if subscribed is None else tuple(subscribed), field(body, "rack_id"),
+        client.client_id, client.host, lambda t: _partitions_of(state, t))
+    reply: dict[str, Any] = {"throttle_time": 0, "error_code": result.error, "error_message": result.message,
+                             "member_id": body.member_id, "member_epoch": result.member_epoch,
+                             "heartbeat_interval": interval, "assignment": None}
+    if result.assignment is not None:
+        reply["assignment"] = {"topic_partitions": _topic_partitions(state, result.assignment)}
+    return reply
+
+
+async def share_group_describe(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    groups = []
+    for group_id in body.group_ids:
+        group = state.share.group(group_id)
+        if group is None and group_id not in state.share.group_ids():
+            groups.append({"error_code": ErrorCode.group_id_not_found, "group_id": group_id,
+                           "error_message": f"share group {group_id} does not exist",
+                           "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
+                           "assignor_name": "", "members": [], "authorized_operations": NO_OPERATIONS})
+            continue
+        members = [] if group is None else [
+            {"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.epoch,
+             "client_id": m.client_id, "client_host": m.client_host,
+             "subscribed_topic_names": list(m.subscribed),
+             "assignment": {"topic_partitions": _topic_partitions(state, m.assignment)}}
+            for m in group.members.values()]
+        groups.append({"error_code": ErrorCode.none, "group_id": group_id,
+                       "group_state": "Empty" if group is None else group.state,
+                       "group_epoch": 0 if group is None else group.epoch,
+                       "assignment_epoch": 0 if group is None else group.assignment_epoch,
+                       "assignor_name": _ASSIGNOR, "members": members,
+                       "authorized_operations": NO_OPERATIONS})
+    return {"throttle_time": 0, "groups": groups}
+
+
+# -- ShareFetch / ShareAcknowledge -----------------------------------------------------------
+
+
+def _initial_offset(plog: PartitionLog, reset: str) -> int:
+    return plog.log_start_offset if reset == "earliest" else plog.high_watermark
+
+
+def _share_partition(state: BrokerState, group_id: str, topic: str, index: int) -> SharePartition | None:
+    info = state.topics.get(topic)
+    plog = state.topics.partition(topic, index)
+    if info is None or plog is None:
+        return None
+    sp = state.share.partition((group_id, topic, index), str(info.topic_id),
+                               lambda reset: _initial_offset(plog, reset))
+    sp.move_start(plog.log_start_offset)
+    return sp
+
+
+def _acknowledge(state: BrokerState, group_id: str, member_id: str, topic: str, index: int,
+                 batches: Any) -> tuple[ErrorCode, str | None]:
+    sp = _share_partition(state, group_id, topic, index)
+    if sp is None:
+        return ErrorCode.unknown_topic_or_partition, None
+    try:
+        for b in batches:
+            sp.acknowledge(member_id, int(b.first_offset), int(b.last_offset),
+                           tuple(int(t) for t in b.acknowledge_types))
+    except InvalidAcknowledgement as exc:
+        state.share.persist((group_id, topic, index))  # the batches before the bad one stand
+        return ErrorCode.invalid_record_state, str(exc)
+    state.share.persist((group_id, topic, index))
+    return ErrorCode.none, None
+
+
+def _classify(plog: PartitionLog, start: int, upper: int, max_bytes: int, max_records: int,
+              read_committed: bool) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """Offset ranges from ``start`` (below ``upper``) that hold data for consumers, and the
+    ones that never reach them (control batches, aborted transactions); enough batches for
+    ``max_records`` records, read in chunks of at most _CLASSIFY_BYTES."""
+    if start >= upper:
+        return [], []
+    data, _next = plog.read_chunk(start, min(max_bytes, _CLASSIFY_BYTES), max_offset=upper)
+    aborted = plog.aborted_transactions(start, upper) if read_committed else []
+    wanted = max_records
+    deliverable: list[tuple[int, int]] = []
+    skipped: list[tuple[int, int]] = []
+    for pos, _size, base, last in iter_batch_spans(data):
+        if base >= upper:
+            break
+        last = min(last, upper - 1)
+        header = parse_header(data, pos)
+        dead = header.is_control or (header.is_transactional and any(
+            a.producer_id == header.producer_id and a.first_offset <= base <= a.last_offset for a in aborted))
+        (skipped if dead else deliverable).append((base, last))
+        if not dead:
+            wanted -= last - base + 1
+            if wanted <= 0:
+                break
+    return deliverable, skipped
+
+
+def _fetch_partition(state: BrokerState, group_id: str, member_id: str, topic: str, index: int,
+                     max_records: int, max_bytes: int) -> tuple[bytes, list[dict[str, int]], ErrorCode]:
+    plog = state.topics.partition(topic, index)
+    sp = _share_partition(state, group_id, topic, index)
+    if plog is None or sp is None:
+        return b"", [], ErrorCode.unknown_topic_or_partition
+    read_committed = state.share.settings_for(group_id).isolation_level == "read_committed"
+    upper = plog.last_stable_offset if read_committed else plog.high_watermark
+    try:
+        deliverable, skipped = _classify(plog, max(sp.end_offset, plog.log_start_offset), upper,
+                                         max_bytes, max_records, read_committed)
+        acquired = sp.acquire(member_id, max_records, deliverable, skipped)
+        if not acquired:
+            if skipped:
+                state.share.persist((group_id, topic, index))
+            return b"", [], ErrorCode.none
+        first, last = acquired[0].first_offset, acquired[-1].last_offset
+        data, next_offset = plog.read_chunk(first, max(max_bytes, 1), max_offset=last + 1)
+        if next_offset <= last:
+            acquired = sp.unacquire(member_id, next_offset, acquired)
+        state.share.persist((group_id, topic, index))
+    except LogError:
+        return b"", [], ErrorCode.offset_out_of_range
+    ranges = [{"first_offset": r.first_offset, "last_offset": r.last_offset,
+               "delivery_count": r.delivery_count} for r in acquired]
+    return data, ranges, ErrorCode.none
+
+
+def _topic_name(state: BrokerState, topic_id: Any) -> str | None:
+    if topic_id is None:
+        return None
+    info = state.topics.by_id(topic_id if isinstance(topic_id, uuid.UUID) else uuid.UUID(str(topic_id)))
+    return None if info is None else info.name
+
+
+def _leader(state: BrokerState) -> dict[str, int]:
+    return {"leader_id": state.node_id, "leader_epoch": LEADER_EPOCH}
+
+
+def _top_error(code: ErrorCode, message: str | None) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "responses": [],
+            "node_endpoints": [], "acquisition_lock_timeout": 0}
+
+
+def _check_member(state: BrokerState, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None]:
+    if not group_id or not member_id:
+        return ErrorCode.invalid_request, "a share request needs a group id and a member id"
+    if not state.share.is_member(group_id, member_id):
+        return ErrorCode.unknown_member_id, f"member {member_id} is not in share group {group_id}"
+    return ErrorCode.none, None
+
+
+async def share_fetch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    group_id, member_id, epoch = body.group_id, body.member_id, int(body.share_session_epoch)
+    share = state.share
+    share.expire_members()
+    code, message = _check_member(state, group_id, member_id)
+    if code != ErrorCode.none and epoch != -1:
+        return _top_error(code, message)
+    has_acks = any(p.acknowledgement_batches for t in body.topics for p in t.partitions)
+    if epoch == 0 and has_acks:
+        return _top_error(ErrorCode.invalid_request, "a new share session carries no acknowledgements")
+    code, session = share.session(group_id, member_id, epoch)
+    if session is None:
+        return _top_error(code, f"share session of member {member_id}: {code.name}")
+    lock_ms = share.settings_for(group_id).record_lock_duration_ms
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    ids: dict[str, Any] = {}
+
+    def entry(topic: str, index: int) -> dict[str, Any]:
+        return results.setdefault((topic, index), {
+            "partition_index": index, "error_code": ErrorCode.none, "acknowledge_error_code": 0,
+            "current_leader": _leader(state), "records": b"", "acquired_records": []})
+
+    for t in body.topics:
+        topic = _topic_name(state, t.topic_id)
+        for p in t.partitions:
+            index = int(p.partition_index)
+            if topic is None:
+                results[(str(t.topic_id), index)] = {
+                    "partition_index": index, "error_code": ErrorCode.unknown_topic_id,
+                    "acknowledge_error_code": 0, "current_leader": _leader(state), "records": b"",
+                    "acquired_records": []}
+                ids[str(t.topic_id)] = t.topic_id
+                continue
+            ids[topic] = t.topic_id
+            if epoch != -1:
+                session.partitions.add((topic, index))
+            if p.acknowledgement_batches:
+                ack, ack_message = _acknowledge(state, group_id, member_id, topic, index, p.acknowledgement_batches)
+                e = entry(topic, index)
+                e["acknowledge_error_code"] = int(ack)
+                e["acknowledge_error_message"] = ack_message
+            else:
+                entry(topic, index)
+    for t in field(body, "forgotten_topics_data", ()) or ():
+        topic = _topic_name(state, t.topic_id)
+        for index in t.partitions:
+            session.partitions.discard((topic or "", int(index)))
+    if epoch == -1:
+        share.close_session(group_id, member_id)
+    else:
+        await _fill(state, body, group_id, member_id, session.partitions, entry, ids)
+    responses: dict[str, dict[str, Any]] = {}
+    for (topic, _index), e in sorted(results.items(), key=lambda kv: kv[0]):
+        tid = ids.get(topic)
+        if tid is None:
+            info = state.topics.get(topic)
+            tid = info.topic_id if info else None
+        responses.setdefault(topic, {"topic_id": tid, "partitions": []})["partitions"].append(e)
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "acquisition_lock_timeout": lock_ms,
+            "responses": list(responses.values()), "node_endpoints": []}
+
+
+async def _fill(state: BrokerState, body: Any, group_id: str, member_id: str,
+                partitions: set[tuple[str, int]], entry: Any, ids: dict[str, Any]) -> None:
+    """Acquire records for the session's partitions, waiting up to max_wait for some."""
+    max_records = max(int(field(body, "max_records", 500)), 1)
+    max_bytes = min(int(field(body, "max_bytes", state.config.fetch_max_bytes)), state.config.fetch_max_bytes)
+    deadline = state.clock() + _ms(body.max_wait)
+    ordered = sorted(partitions)
+    while True:
+        got = 0
+        budget = max_bytes
+        for topic, index in ordered:
+            if got >= max_records or budget <= 0:
+                break
+            data, ranges, code = _fetch_partition(state, group_id, member_id, topic, index,
+                                                  max_records - got, budget)
+            if code != ErrorCode.none:
+                entry(topic, index)["error_code"] = code
+                continue
+            if ranges:
+                e = entry(topic, index)
+                e["records"] = data
+                e["acquired_records"] = ranges
+                got += sum(r["last_offset"] - r["first_offset"] + 1 for r in ranges)
+                budget -= len(data)
+        remaining = deadline - state.clock()
+        if got or remaining <= 0 or not ordered:
+            return
+        if not await state.waiters.wait(ordered, min(remaining, 100) / 1000):
+            # no append; a lock may still have expired, so look again until the deadline
+            continue
+
+
+async def share_acknowledge(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    group_id, member_id, epoch = body.group_id, body.member_id, int(body.share_session_epoch)
+    share = state.share
+    share.expire_members()
+    if epoch == 0:
+        return _top_error(ErrorCode.invalid_share_session_epoch, "ShareAcknowledge cannot open a share session")
+    code, message = _check_member(state, group_id, member_id)
+    if code != ErrorCode.none and epoch != -1:
+        return _top_error(code, message)
+    code, session = share.session(group_id, member_id, epoch)
+    if session is None:
+        return _top_error(code, f"share session of member {member_id}: {code.name}")
+    responses = []
+    for t in body.topics:
+        topic = _topic_name(state, t.topic_id)
+        parts = []
+        for p in t.partitions:
+            index = int(p.partition_index)
+            if topic is None:
+                parts.append({"partition_index": index, "error_code": ErrorCode.unknown_topic_id,
+                              "current_leader": _leader(state)})
+                continue
+            ack, ack_message = _acknowledge(state, group_id, member_id, topic, index, p.acknowledgement_batches)
+            parts.append({"partition_index": index, "error_code": ack, "error_message": ack_message,
+                          "current_leader": _leader(state)})
+        responses.append({"topic_id": t.topic_id, "partitions": parts})
+    if epoch == -1:
+        share.close_session(group_id, member_id)
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses, "node_endpoints": [],
+            "acquisition_lock_timeout": share.settings_for(group_id).record_lock_duration_ms}
+
+
+# -- Describe/Alter/DeleteShareGroupOffsets ---------------------------------------------------
+
+
+def share_lag(state: BrokerState, group_id: str, topic: str, index: int) -> tuple[int, int]:
+    """(start offset, lag) of a share-partition; (-1, -1) if it was never initialized."""
+    sp = state.share.partitions.get((group_id, topic, index))
+    plog = state.topics.partition(topic, index)
+    if sp is None or plog is None:
+        return -1, -1
+    start = max(sp.start_offset, plog.log_start_offset)
+    return start, max(plog.high_watermark - start - sp.done_in_window(), 0)
+
+
+async def describe_share_group_offsets(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    groups = []
+    for g in req.body.groups:
+        if g.topics is None:
+            names = sorted({k[1] for k in state.share.partitions if k[0] == g.group_id})
+            wanted = [(n, [k[2] for k in sorted(state.share.partitions) if k[0] == g.group_id and k[1] == n])
+                      for n in names]
+        else:
+            wanted = [(t.topic_name, [int(p) for p in t.partitions]) for t in g.topics]
+        topics = []
+        for name, parts in wanted:
+            info = state.topics.get(name)
+            rows = []
+            for index in parts:
+                if info is None or not 0 <= index < info.partitions:
+                    rows.append({"partition_index": index, "start_offset": -1, "leader_epoch": -1, "lag": -1,
+                                 "error_code": ErrorCode.unknown_topic_or_partition})
+                    continue
+                start, lag = share_lag(state, g.group_id, name, index)
+                rows.append({"partition_index": index, "start_offset": start, "leader_epoch": LEADER_EPOCH,
+                             "lag": lag, "error_code": ErrorCode.none})
+            topics.append({"topic_name": name, "topic_id": info.topic_id if info else None, "partitions": rows})
+        groups.append({"group_id": g.group_id, "topics": topics, "error_code": ErrorCode.none})
+    return {"throttle_time": 0, "groups": groups}
+
+
+def _not_empty(state: BrokerState, group_id: str) -> str | None:
+    group = state.share.group(group_id)
+    if group is not None and group.members:
+        return f"share group {group_id} has {len(group.members)} member(s); offsets change only when it is empty"
+    return None
+
+
+async def alter_share_group_offsets(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    if (busy := _not_empty(state, body.group_id)) is not None:
+        return {"throttle_time": 0, "error_code": ErrorCode.non_empty_group, "error_message": busy, "responses": []}
+    responses = []
+    for t in body.topics:
+        info = state.topics.get(t.topic_name)
+        parts: list[dict[str, Any]] = []
+        for p in t.partitions:
+            index = int(p.partition_index)
+            plog = state.topics.partition(t.topic_name, index)
+            if info is None or plog is None:
+                parts.append({"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition})
+                continue
+            offset = int(p.start_offset)
+            if offset == _LATEST:
+                offset = plog.high_watermark
+            elif offset == _EARLIEST:
+                offset = plog.log_start_offset
+            if not plog.log_start_offset <= offset <= plog.high_watermark:
+                parts.append({"partition_index": index, "error_code": ErrorCode.offset_out_of_range,
+                              "error_message": f"offset {offset} is outside [{plog.log_start_offset}, "
+                                               f"{plog.high_watermark}]"})
+                continue
+            state.share.reset((body.group_id, t.topic_name, index), str(info.topic_id), offset)
+            parts.append({"partition_index": index, "error_code": ErrorCode.none})
+        responses.append({"topic_name": t.topic_name, "topic_id": info.topic_id if info else None,
+                          "partitions": parts})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
+
+
+async def delete_share_group_offsets(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    body = req.body
+    if (busy := _not_empty(state, body.group_id)) is not None:
+        return {"throttle_time": 0, "error_code": ErrorCode.non_empty_group, "error_message": busy, "responses": []}
+    responses = []
+    for t in body.topics:
+        info = state.topics.get(t.topic_name)
+        keys = [k for k in state.share.partitions if k[0] == body.group_id and k[1] == t.topic_name]
+        if info is None and not keys:
+            responses.append({"topic_name": t.topic_name, "topic_id": None,
+                              "error_code": ErrorCode.unknown_topic_or_partition})
+            continue
+        for key in keys:
+            state.share.delete(key)
+        responses.append({"topic_name": t.topic_name, "topic_id": info.topic_id if info else None,
+                          "error_code": ErrorCode.none})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses}
