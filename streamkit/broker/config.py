@@ -30,6 +30,11 @@ from typing import Any
 from streamkit.log.config import BROKER_SYNONYMS, ConfigDef, LogConfig, parse_value, render_value
 from streamkit.log.errors import ConfigError
 
+
+def _names(value: str) -> list[str]:
+    """A comma-separated list setting, in the order given."""
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
 __all__ = ["BROKER_CONFIGS", "KAFKA_IGNORED", "KAFKA_IGNORED_PREFIXES", "BrokerConfig", "read_properties"]
 
 log = logging.getLogger(__name__)
@@ -76,6 +81,17 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
               None, "largest session.timeout.ms a consumer may ask for", _at_least(1)),
     ConfigDef("group.max.size", "group_max_size", "int", 2147483647, None,
               "most members one consumer group may have", _at_least(1)),
+    ConfigDef("group.consumer.session.timeout.ms", "group_consumer_session_timeout_ms", "int", 45000,
+              None, "session timeout of consumer group (KIP-848) members", _at_least(1)),
+    ConfigDef("group.consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms", "int",
+              5000, None, "heartbeat interval given to consumer group (KIP-848) members",
+              _at_least(1)),
+    # A string, not a "list": list values are kept sorted, and here the first is the default.
+    ConfigDef("group.consumer.assignors", "group_consumer_assignors", "string", "uniform,range",
+              None, "server-side assignors of consumer groups (KIP-848); the first is the default",
+              lambda v: bool(_names(v)) and all(a in ("uniform", "range") for a in _names(v))),
+    ConfigDef("group.consumer.max.size", "group_consumer_max_size", "int", 2147483647, None,
+              "most members one consumer group (KIP-848) may have", _at_least(1)),
     ConfigDef("offsets.topic.num.partitions", "offsets_topic_num_partitions", "int", 50, None,
               "partitions of __consumer_offsets (fixed once created)", _at_least(1)),
     ConfigDef("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", "int", 104857600,
@@ -263,6 +279,10 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1800000
     group_max_size: int = 2147483647
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_assignors: str = "uniform,range"
+    group_consumer_max_size: int = 2147483647
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104857600
     offset_metadata_max_bytes: int = 4096

@@ -10,6 +10,7 @@ from streamkit.broker.errors import ErrorCode
 from streamkit.broker.group.coordinator import CommitRequest
 from streamkit.broker.group.group import JoinRequest, JoinResult, SyncResult
 from streamkit.broker.handlers.common import NO_OPERATIONS, Reply, field
+from streamkit.broker.handlers.consumer_groups import describe_as_classic
 from streamkit.broker.state import BrokerState, ClientInfo
 
 __all__ = [
@@ -146,14 +147,24 @@ def _fetch_group(state: BrokerState, group_id: str, topics: Any, require_stable:
     return [{"name": t, "partitions": sorted(ps, key=lambda x: x["partition_index"])} for t, ps in by_topic.items()]
 
 
+def _fetch_one(state: BrokerState, g: Any, stable: bool) -> dict[str, Any]:
+    # v9: a consumer group (KIP-848) member fetches with its current epoch.
+    if g.group_id in state.coordinator.consumer.groups:
+        error = state.coordinator.consumer.validate_offset_fetch(
+            g.group_id, field(g, "member_id"), int(field(g, "member_epoch", -1)))
+        if error != ErrorCode.none:
+            return {"group_id": g.group_id, "topics": [], "error_code": error}
+    return {"group_id": g.group_id, "topics": _fetch_group(state, g.group_id, g.topics, stable),
+            "error_code": ErrorCode.none}
+
+
 async def offset_fetch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     stable = bool(field(body, "require_stable", False))
     groups = field(body, "groups")
     if groups is not None:  # v8+: several groups in one request
         return {"throttle_time": 0, "groups": [
-            {"group_id": g.group_id, "topics": _fetch_group(state, g.group_id, g.topics, stable),
-             "error_code": ErrorCode.none} for g in groups]}
+            _fetch_one(state, g, stable) for g in groups]}
     return {"throttle_time": 0, "error_code": ErrorCode.none,
             "topics": _fetch_group(state, body.group_id, body.topics, stable)}
 
@@ -161,6 +172,10 @@ async def offset_fetch(state: BrokerState, req: Request, client: ClientInfo) -> 
 async def describe_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     groups = []
     for group_id in req.body.groups:
+        modern = describe_as_classic(state, group_id)
+        if modern is not None:
+            groups.append(modern)
+            continue
         d = state.coordinator.describe(group_id)
         groups.append({
             "error_code": ErrorCode.none,
