@@ -161,8 +161,9 @@ def test_supported_versions_table_is_final() -> None:
     assert SUPPORTED_VERSIONS[1] == (4, 12)  # no topic-id Fetch
     assert SUPPORTED_VERSIONS[0] == (3, 9)
     assert SUPPORTED_VERSIONS[3] == (1, 12)
-    assert len(API_SPECS) == 159  # 134 + the transaction APIs (4 x v0-v3, DescribeTransactions v0, ListTransactions v0-v1)
-    # + KIP-848: ConsumerGroupHeartbeat v0-v1, ConsumerGroupDescribe v0-v1, OffsetCommit v9, OffsetFetch v9
+    assert len(API_SPECS) == 160  # 134 + the transaction APIs (4 x v0-v3, DescribeTransactions v0, ListTransactions v0-v1)
+    # + KIP-848: ConsumerGroupHeartbeat v0-v1, ConsumerGroupDescribe v0-v1, OffsetCommit v9, OffsetFetch v9,
+    # ListGroups v5
 
 
 # -- requests: every supported (api_key, version) ------------------------------------

@@ -17,13 +17,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, Producer, TopicPartition
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 
 from streamkit.testing import BrokerProcess
-from tests.integration.util import QUIET, call, connect, create_topic, wait_until
+from tests.integration.util import QUIET, admin, call, connect, create_topic, wait_until
 
 HEARTBEAT_MS = 250
 SESSION_MS = 6000
@@ -370,6 +370,16 @@ def test_cli_shows_the_protocol_and_member_epochs(broker: BrokerProcess, topic_n
         shown = subprocess.run([sys.executable, "-m", "streamkit", "groups", "describe", group, "-b", bs],
                                capture_output=True, text=True, timeout=60, env=env)
         assert shown.returncode == 0, shown.stderr
+        # ListGroups v5 reports the group type to Kafka's admin clients.
+        client = admin(bs)
+
+        def listed_as(kind: ConsumerGroupType) -> set[str]:
+            return {g.group_id for g in client.list_consumer_groups(types={kind}).result().valid
+                    if g.type == kind}
+
+        # A new admin client may answer before it knows the brokers: ask until it does.
+        wait_until(lambda: group in listed_as(ConsumerGroupType.CONSUMER), 30, "the group listed as consumer")
+        assert group not in listed_as(ConsumerGroupType.CLASSIC)
         d = describe(bs, group)
         lines = shown.stdout.splitlines()
         assert lines[0] == f"group {group}: Stable, 1 members"

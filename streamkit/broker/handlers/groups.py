@@ -195,9 +195,14 @@ async def describe_groups(state: BrokerState, req: Request, client: ClientInfo) 
 
 async def list_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     states = set(field(req.body, "states_filter", ()) or ())
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": [
-        {"group_id": g, "protocol_type": pt, "group_state": st}
-        for g, pt, st in state.coordinator.list_groups(states or None)]}
+    # v5: the group type (KIP-848), filtered case-insensitively as Kafka does.
+    types = {t.lower() for t in field(req.body, "types_filter", ()) or ()}
+    groups = []
+    for g, pt, st in state.coordinator.list_groups(states or None):
+        kind = state.coordinator.group_type(g) or "classic"
+        if not types or kind in types:
+            groups.append({"group_id": g, "protocol_type": pt, "group_state": st, "group_type": kind})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": groups}
 
 
 async def delete_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
