@@ -19,6 +19,7 @@ from kio.index import load_response_schema
 from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.types import GroupId
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i16, i32
 
@@ -102,7 +103,7 @@ async def describe_modern_groups(bootstrap: str, groups: list[str]) -> dict[str,
                 by_node.setdefault((c.host, int(c.port)), []).append(c.key)
         for (h, p), ids in by_node.items():
             described = await _call(h, p, ConsumerGroupDescribeRequest(
-                group_ids=tuple(ids), include_authorized_operations=False))
+                group_ids=tuple(GroupId(i) for i in ids), include_authorized_operations=False))
             for g in described.groups:
                 if g.error_code != ErrorCode.none:
                     continue
