@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from kio.schema.errors import ErrorCode
 
 from streamkit.broker.group.consumer_group import ConsumerGroups, ConsumerSettings, HeartbeatRequest
@@ -140,3 +141,14 @@ def test_describe_groups_bytes_are_the_consumer_protocols() -> None:
     assert sorted((t, sorted(ps)) for t, ps in assignment.assignment) == [("a", [1]), ("b", [0, 2])]
     metadata: Any = ConsumerProtocolMemberMetadata.decode(consumer_protocol_subscription(["y", "x"]))
     assert list(metadata.subscription) == ["x", "y"]
+
+
+def test_broker_settings_of_consumer_groups_keep_the_assignor_order() -> None:
+    from streamkit.broker.config import BrokerConfig
+    from streamkit.log.errors import ConfigError
+
+    cfg = BrokerConfig.from_kafka({"group.consumer.assignors": "range, uniform",
+                                   "group.consumer.heartbeat.interval.ms": "500"})
+    assert cfg.group_consumer_assignors == "range, uniform" and cfg.group_consumer_heartbeat_interval_ms == 500
+    with pytest.raises(ConfigError, match=r"group\.consumer\.assignors"):
+        BrokerConfig.from_kafka({"group.consumer.assignors": "sticky"})
