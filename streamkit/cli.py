@@ -344,9 +344,13 @@ def groups_describe(group: str = typer.Argument(..., help="Group id."), bootstra
     from streamkit.clients.admin import describe_group
     from streamkit.clients.consumer_groups import describe_modern_groups
 
-    state, members, lags = _run(describe_group(bootstrap, group))
     modern = _run(describe_modern_groups(bootstrap, [group]))[group]
-    console.print(f"group {group}: {state}, {len(members)} members", highlight=False)
+    state, members, lags = _run(describe_group(bootstrap, group, must_exist=modern is None))
+    if modern is not None:
+        state, count = modern.state, len(modern.members)
+    else:
+        count = len(members)
+    console.print(f"group {group}: {state}, {count} members", highlight=False)
     if modern is None:
         console.print("protocol: classic", highlight=False)
         for m in members:

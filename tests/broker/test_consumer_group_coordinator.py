@@ -3,8 +3,6 @@ refusal of mixed membership, offsets shared with the classic protocol, list/dele
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from kio.schema.errors import ErrorCode
 
@@ -121,26 +119,6 @@ def test_the_coordinator_timer_expires_consumer_group_sessions() -> None:
     env.clock.now = deadline
     env.co.tick()
     assert env.co.list_groups() == [("g", "consumer", "Empty")]
-
-
-def test_describe_groups_bytes_are_the_consumer_protocols() -> None:
-    """What DescribeGroups shows for a consumer group's member decodes with a classic
-    client's own consumer-protocol codec."""
-    from aiokafka.coordinator.protocol import (
-        ConsumerProtocolMemberAssignment,
-        ConsumerProtocolMemberMetadata,
-    )
-
-    from streamkit.broker.handlers.consumer_groups import (
-        consumer_protocol_assignment,
-        consumer_protocol_subscription,
-    )
-
-    assignment: Any = ConsumerProtocolMemberAssignment.decode(
-        consumer_protocol_assignment([("b", 2), ("a", 1), ("b", 0)]))
-    assert sorted((t, sorted(ps)) for t, ps in assignment.assignment) == [("a", [1]), ("b", [0, 2])]
-    metadata: Any = ConsumerProtocolMemberMetadata.decode(consumer_protocol_subscription(["y", "x"]))
-    assert list(metadata.subscription) == ["x", "y"]
 
 
 def test_broker_settings_of_consumer_groups_keep_the_assignor_order() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, Producer, TopicPartition
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
 
@@ -380,6 +381,11 @@ def test_cli_shows_the_protocol_and_member_epochs(broker: BrokerProcess, topic_n
         # A new admin client may answer before it knows the brokers: ask until it does.
         wait_until(lambda: group in listed_as(ConsumerGroupType.CONSUMER), 30, "the group listed as consumer")
         assert group not in listed_as(ConsumerGroupType.CLASSIC)
+        # The classic DescribeGroups answers a consumer group as Kafka 4 does below v6.
+        with connect(bs) as sock:
+            classic = call(sock, DescribeGroupsRequest(groups=(group,), include_authorized_operations=False))
+        assert classic.groups[0].error_code == ErrorCode.none
+        assert (classic.groups[0].group_state, classic.groups[0].members) == ("Dead", ())
         d = describe(bs, group)
         lines = shown.stdout.splitlines()
         assert lines[0] == f"group {group}: Stable, 1 members"

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,7 +17,7 @@ from streamkit.broker.group.consumer_group import (
 from streamkit.broker.handlers.common import NO_OPERATIONS, Reply, field
 from streamkit.broker.state import BrokerState, ClientInfo
 
-__all__ = ["consumer_group_describe", "consumer_group_heartbeat", "consumer_protocol_assignment"]
+__all__ = ["consumer_group_describe", "consumer_group_heartbeat", "describe_as_classic"]
 
 TopicPartition = tuple[str, int]
 _MEMBER_TYPE_CONSUMER = 1
@@ -129,49 +128,11 @@ async def consumer_group_describe(state: BrokerState, req: Request, client: Clie
     return {"throttle_time": 0, "groups": groups}
 
 
-def _string(text: str) -> bytes:
-    raw = text.encode()
-    return struct.pack(">h", len(raw)) + raw
-
-
-def consumer_protocol_assignment(partitions: Iterable[TopicPartition]) -> bytes:
-    """ConsumerProtocolAssignment v0 bytes: what DescribeGroups shows for a member of a
-    consumer group, as Kafka 4 does, so classic admin tools still see the assignment."""
-    grouped: dict[str, list[int]] = {}
-    for topic, p in partitions:
-        grouped.setdefault(topic, []).append(p)
-    out = struct.pack(">hi", 0, len(grouped))
-    for topic in sorted(grouped):
-        ps = sorted(grouped[topic])
-        out += _string(topic) + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p) for p in ps)
-    return out + struct.pack(">i", -1)  # null user data
-
-
-def consumer_protocol_subscription(topics: Iterable[str]) -> bytes:
-    """ConsumerProtocolSubscription v0 bytes, DescribeGroups' member metadata."""
-    names = sorted(topics)
-    return (struct.pack(">hi", 0, len(names)) + b"".join(_string(t) for t in names)
-            + struct.pack(">i", -1))
-
-
 def describe_as_classic(state: BrokerState, group_id: str) -> dict[str, Any] | None:
-    """DescribeGroups for a consumer group (Kafka 4 answers it too): protocol type
-    ``consumer``, the assignor as protocol, assignments in the consumer protocol's bytes."""
-    group = state.coordinator.consumer.get(group_id)
-    if group is None:
+    """DescribeGroups (up to v5) for a consumer group: Kafka 4 answers such a group as
+    Dead, with no members and no error (v6 would say GROUP_ID_NOT_FOUND, "Group g is not a
+    classic group."); ConsumerGroupDescribe is the API that describes it."""
+    if state.coordinator.consumer.get(group_id) is None:
         return None
-    topics = {name: info.partitions for name, info in state.topics.topics.items()}
-    return {
-        "error_code": ErrorCode.none,
-        "group_id": group_id,
-        "group_state": group.state,
-        "protocol_type": "consumer",
-        "protocol_data": group.assignor_name,
-        "members": [{
-            "member_id": m.member_id, "group_instance_id": m.instance_id,
-            "client_id": m.client_id, "client_host": m.client_host,
-            "member_metadata": consumer_protocol_subscription(m.subscribed(topics)),
-            "member_assignment": consumer_protocol_assignment(m.assigned),
-        } for m in group.members.values()],
-        "authorized_operations": NO_OPERATIONS,
-    }
+    return {"error_code": ErrorCode.none, "group_id": group_id, "group_state": "Dead", "protocol_type": "",
+            "protocol_data": "", "members": [], "authorized_operations": NO_OPERATIONS}
