@@ -50,11 +50,23 @@ overrides). If Tansu cannot be had, the run says why and goes on with streamkit 
    ``--share-records`` records in one partition: a classic consumer group of one consumer
    against share groups (KIP-932) of one and of four ShareConsumers. ``--share-only`` runs
    only this part.
+7. Rebalance time (streamkit only), ``--trials`` rounds alternating the two group
+   protocols on a broker of its own: ``--rebalance-members`` librdkafka consumers share a
+   12-partition topic, then one more joins (and later one leaves). Timed from the newcomer's
+   subscribe() (or the leaver's close()) until every consumer's assignment is settled: the
+   assignments are disjoint, cover all partitions and every member has some. Classic:
+   JoinGroup/SyncGroup with cooperative-sticky (librdkafka's incremental protocol);
+   KIP-848: ``group.protocol=consumer``, server-side ``uniform``. Both heartbeat every
+   500 ms (the client's heartbeat.interval.ms; the broker's
+   group.consumer.heartbeat.interval.ms); the classic first-join delay
+   (group.initial.rebalance.delay.ms) is excluded by warming the group up first.
+   ``--rebalance-only`` runs only this part.
 
 Usage: python benchmarks/broker_bench.py [--records N] [--skip-tansu] [--prefill-gib X]
            [--latency-rate R] [--latency-seconds S] [--latency-linger 0,1,5] [--trials T]
            [--data-dir DIR] [--profile DIR] [--large-log-only] [--transactions-only]
            [--share-only] [--share-records N]
+           [--rebalance-only] [--rebalance-members N]
 
 ``--profile DIR`` runs py-spy (``pip install py-spy``) on the streamkit broker during the
 first round's produce and consume and prints its hottest functions (raw stacks kept in DIR).
@@ -362,6 +374,93 @@ def report_transactions(records: int, runs: dict[str, list[Run]]) -> None:
         print(row(f"commit every {every:,}", s.rate(), f"{s.cpu_per_m:.2f}", text, target))
 
 
+REBALANCE_PARTITIONS = 12
+REBALANCE_HEARTBEAT_MS = 500
+REBALANCE_PROTOCOLS: dict[str, dict[str, Any]] = {
+    "classic": {"partition.assignment.strategy": "cooperative-sticky",
+                "heartbeat.interval.ms": REBALANCE_HEARTBEAT_MS, "session.timeout.ms": 10000},
+    "consumer (KIP-848)": {"group.protocol": "consumer"},
+}
+
+
+def _settled(consumers: list[Consumer]) -> bool:
+    """Every consumer polled once; True when their assignments are disjoint, non-empty and
+    cover the topic."""
+    for c in consumers:  # every one of them: rebalances progress inside poll()
+        c.poll(0.01)
+    seen: set[int] = set()
+    for c in consumers:
+        mine = {tp.partition for tp in c.assignment()}
+        if not mine or mine & seen:
+            return False
+        seen |= mine
+    return len(seen) == REBALANCE_PARTITIONS
+
+
+def _wait_settled(consumers: list[Consumer], timeout_s: float = 120) -> float:
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout_s:
+        if _settled(consumers):
+            return time.perf_counter() - start
+    raise RuntimeError(f"the group did not settle within {timeout_s:.0f} s: "
+                       f"{[sorted(tp.partition for tp in c.assignment()) for c in consumers]}")
+
+
+def rebalance_rounds(work: Path, trials: int, members: int) -> dict[str, dict[str, list[float]]]:
+    """Seconds to settle after a member joins and after one leaves, per protocol and round."""
+    broker = BrokerProcess(work / "rebalance", settings={
+        "group.consumer.heartbeat.interval.ms": REBALANCE_HEARTBEAT_MS}).start()
+    target = Target("streamkit", broker.bootstrap, broker.process.pid if broker.process else 0, broker.stop)
+    out: dict[str, dict[str, list[float]]] = {p: {"join": [], "leave": []} for p in REBALANCE_PROTOCOLS}
+    print(f"\nrebalance: {members} + 1 members on {REBALANCE_PARTITIONS} partitions, {trials} rounds "
+          "per protocol", flush=True)
+    try:
+        client = admin(target)
+        for trial in range(trials):
+            for name, extra in REBALANCE_PROTOCOLS.items():
+                topic = f"bench-rebalance-{trial}-{len(out[name]['join'])}-{name.split()[0]}"
+                for future in client.create_topics([NewTopic(topic, REBALANCE_PARTITIONS, 1)]).values():
+                    future.result(30)
+                config = {**COMMON, "bootstrap.servers": target.bootstrap, "group.id": topic,
+                          "enable.auto.commit": False, "log_level": 0, **extra}
+                consumers = [Consumer(config) for _ in range(members)]
+                try:
+                    for c in consumers:
+                        c.subscribe([topic])
+                    _wait_settled(consumers)  # warm-up, includes the classic first-join delay
+                    newcomer = Consumer(config)
+                    newcomer.subscribe([topic])
+                    consumers.append(newcomer)
+                    joined = _wait_settled(consumers)
+                    leaver = consumers.pop(0)
+                    start = time.perf_counter()
+                    leaver.close()
+                    left = time.perf_counter() - start + _wait_settled(consumers)
+                finally:
+                    for c in consumers:
+                        c.close()
+                out[name]["join"].append(joined)
+                out[name]["leave"].append(left)
+                print(f"  round {trial + 1} {name:>18}: join settles in {joined * 1000:7.0f} ms, "
+                      f"leave in {left * 1000:7.0f} ms", flush=True)
+    finally:
+        broker.stop()
+    return out
+
+
+def report_rebalance(runs: dict[str, dict[str, list[float]]]) -> None:
+    line = "-" * 78
+    print(f"\n{line}\nrebalance time, median of rounds (streamkit broker, librdkafka {confluent_kafka.libversion()[0]})")
+    print(row("", "join (ms)", "leave (ms)", "vs classic", ""))
+    classic = runs["classic"]
+    for name, r in runs.items():
+        join_ms = statistics.median(r["join"]) * 1000
+        leave_ms = statistics.median(r["leave"]) * 1000
+        vs = ratio(statistics.median(classic["join"]) * 1000, join_ms)
+        print(row(name, f"{join_ms:,.0f}", f"{leave_ms:,.0f}", vs, ""))
+    print("  (vs classic: classic join time / this join time; > 1 is faster than classic)")
+
+
 def consume_run(target: Target, topic: str, records: int, offset: int = 0) -> Run:
     """Read ``records`` from ``offset`` (default 0: the beginning of a fresh topic)."""
     consumer = Consumer({"bootstrap.servers": target.bootstrap, **CONSUMER})
@@ -662,6 +761,14 @@ def main() -> int:
         help="records per share-group comparison round (default 200,000)",
     )
     parser.add_argument(
+        "--rebalance-only",
+        action="store_true",
+        help="run only the classic vs KIP-848 rebalance-time comparison (streamkit only)",
+    )
+    parser.add_argument(
+        "--rebalance-members", type=int, default=3, help="members before one joins (default 3)"
+    )
+    parser.add_argument(
         "--data-dir",
         type=Path,
         default=None,
@@ -709,6 +816,10 @@ def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], obje
         sk, sk_proc = start_streamkit(work / "streamkit")
         cleanups.append(sk_proc.stop)
         report_share(args.share_records, run_share(sk, args))
+        print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
+        return 0
+    if args.rebalance_only:
+        report_rebalance(rebalance_rounds(work, args.trials, args.rebalance_members))
         print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
         return 0
     if args.large_log_only:
@@ -795,9 +906,13 @@ def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], obje
     # 6. share groups
     share_runs = run_share(sk, args)
 
+    # 7. rebalance time
+    rebalances = rebalance_rounds(work, args.trials, args.rebalance_members)
+
     report(args, raw, runs, lat, tansu is not None, tansu_why, prefill)
     report_transactions(args.records, txn_runs)
     report_share(args.share_records, share_runs)
+    report_rebalance(rebalances)
     print(
         f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()}; "
         "on a shared machine compare the CPU-s per M records rows, not only the rates)"

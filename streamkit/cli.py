@@ -328,9 +328,14 @@ def consume(
 def groups_list(bootstrap: str = BootstrapOption) -> None:
     """List consumer groups."""
     from streamkit.clients.admin import list_groups
+    from streamkit.clients.consumer_groups import describe_modern_groups
 
-    for group, protocol in _run(list_groups(bootstrap)):
-        console.print(f"{group}\t{protocol}", highlight=False)
+    groups = _run(list_groups(bootstrap))
+    modern = _run(describe_modern_groups(bootstrap, [g for g, _ in groups]))
+    for group, protocol in groups:
+        # The group protocol: "consumer" for KIP-848 groups, "classic" for JoinGroup/SyncGroup ones.
+        kind = "consumer" if modern.get(group) is not None else "classic"
+        console.print(f"{group}\t{protocol}\t{kind}", highlight=False)
 
 
 @groups_app.command("describe")
@@ -338,17 +343,35 @@ def groups_describe(group: str = typer.Argument(..., help="Group id."), bootstra
     """Show a group's state, members, committed offsets and lag (share groups: each
     partition's share start offset and the records not yet delivered and settled)."""
     from streamkit.clients.admin import describe_group
+    from streamkit.clients.consumer_groups import describe_modern_groups
     from streamkit.clients.share import describe_share_group
 
     shared = _run(describe_share_group(bootstrap, group))
     if shared is not None:
         _print_share_group(group, shared)
         return
-    state, members, lags = _run(describe_group(bootstrap, group))
-    console.print(f"group {group}: {state}, {len(members)} members", highlight=False)
-    for m in members:
-        parts = ", ".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment)
-        console.print(f"  {m.member_id} ({m.client_id}@{m.host}): {parts}", highlight=False, markup=False)
+    modern = _run(describe_modern_groups(bootstrap, [group]))[group]
+    state, members, lags = _run(describe_group(bootstrap, group, must_exist=modern is None))
+    if modern is not None:
+        state, count = modern.state, len(modern.members)
+    else:
+        count = len(members)
+    console.print(f"group {group}: {state}, {count} members", highlight=False)
+    if modern is None:
+        console.print("protocol: classic", highlight=False)
+        for m in members:
+            parts = ", ".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment)
+            console.print(f"  {m.member_id} ({m.client_id}@{m.host}): {parts}", highlight=False, markup=False)
+    else:
+        console.print(f"protocol: consumer, group epoch {modern.group_epoch}, assignment epoch "
+                      f"{modern.assignment_epoch}, assignor {modern.assignor}", highlight=False)
+        for mm in modern.members:
+            parts = ", ".join(f"{t}-{p}" for t, p in mm.assignment)
+            pending = "" if mm.assignment == mm.target_assignment else (
+                " (target: " + ", ".join(f"{t}-{p}" for t, p in mm.target_assignment) + ")")
+            static = f" instance {mm.instance_id}" if mm.instance_id else ""
+            console.print(f"  {mm.member_id} ({mm.client_id}@{mm.client_host}){static} epoch {mm.member_epoch}: "
+                          f"{parts}{pending}", highlight=False, markup=False)
     table = Table()
     for col in ("topic", "partition", "committed", "end offset", "lag"):
         table.add_column(col)

@@ -78,15 +78,15 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     1: (4, 12),  # Fetch (v13+ identifies topics by id)
     2: (1, 7),  # ListOffsets
     3: (1, 12),  # Metadata
-    8: (2, 8),  # OffsetCommit
-    9: (1, 8),  # OffsetFetch
+    8: (2, 9),  # OffsetCommit (v9: member epochs of KIP-848 consumer groups)
+    9: (1, 9),  # OffsetFetch (v9: member id and epoch of KIP-848 consumer groups)
     10: (0, 4),  # FindCoordinator
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
-    16: (0, 4),  # ListGroups
+    16: (0, 5),  # ListGroups (v5: group types, KIP-848)
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
@@ -104,6 +104,8 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     60: (0, 0),  # DescribeCluster
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions (v2 adds a regular-expression filter)
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848; v1 adds regex subscriptions)
+    69: (0, 1),  # ConsumerGroupDescribe
     76: (1, 1),  # ShareGroupHeartbeat (KIP-932; v0 was the early-access form)
     77: (1, 1),  # ShareGroupDescribe
     78: (1, 2),  # ShareFetch

@@ -30,6 +30,11 @@ from typing import Any
 from streamkit.log.config import BROKER_SYNONYMS, ConfigDef, LogConfig, parse_value, render_value
 from streamkit.log.errors import ConfigError
 
+
+def _names(value: str) -> list[str]:
+    """A comma-separated list setting, in the order given."""
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
 __all__ = ["BROKER_CONFIGS", "KAFKA_IGNORED", "KAFKA_IGNORED_PREFIXES", "BrokerConfig", "read_properties"]
 
 log = logging.getLogger(__name__)
@@ -124,6 +129,12 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
               None, "standby replicas of a streams group's tasks", _at_least(0)),
     ConfigDef("group.streams.max.standby.replicas", "group_streams_max_standby_replicas", "int", 2,
               None, "largest streams.num.standby.replicas", _at_least(0)),
+    # A string, not a "list": list values are kept sorted, and here the first is the default.
+    ConfigDef("group.consumer.assignors", "group_consumer_assignors", "string", "uniform,range",
+              None, "server-side assignors of consumer groups (KIP-848); the first is the default",
+              lambda v: bool(_names(v)) and all(a in ("uniform", "range") for a in _names(v))),
+    ConfigDef("group.consumer.max.size", "group_consumer_max_size", "int", 2147483647, None,
+              "most members one consumer group (KIP-848) may have", _at_least(1)),
     ConfigDef("offsets.topic.num.partitions", "offsets_topic_num_partitions", "int", 50, None,
               "partitions of __consumer_offsets (fixed once created)", _at_least(1)),
     ConfigDef("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", "int", 104857600,
@@ -345,6 +356,8 @@ class BrokerConfig:
     group_streams_max_heartbeat_interval_ms: int = 15000
     group_streams_num_standby_replicas: int = 0
     group_streams_max_standby_replicas: int = 2
+    group_consumer_assignors: str = "uniform,range"
+    group_consumer_max_size: int = 2147483647
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104857600
     offset_metadata_max_bytes: int = 4096

@@ -21,6 +21,7 @@ from streamkit.broker.codec import Disposition, FrameError, Request, disposition
 from streamkit.broker.config import BrokerConfig
 from streamkit.broker.error_reply import error_response
 from streamkit.broker.framing import Connection
+from streamkit.broker.group.consumer_group import ConsumerGroups, ConsumerSettings
 from streamkit.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from streamkit.broker.group.group import GroupSettings
 from streamkit.broker.group.runtime import GroupRuntime
@@ -203,8 +204,13 @@ class Broker:
                 "cleanup.policy": "compact",
                 "segment.bytes": str(cfg.transaction_state_log_segment_bytes)})
         offsets_partitions = topics.topics[OFFSETS_TOPIC].partitions
+        consumer_groups = ConsumerGroups(
+            ConsumerSettings(cfg.group_consumer_session_timeout_ms, cfg.group_consumer_heartbeat_interval_ms,
+                             tuple(a.strip() for a in cfg.group_consumer_assignors.split(",") if a.strip()), cfg.group_consumer_max_size),
+            lambda: {name: info.partitions for name, info in topics.topics.items()}, clock)
         coordinator = GroupCoordinator(settings, offsets_partitions,
-                                       _InternalStore(topics, OFFSETS_TOPIC), clock, cfg.offset_metadata_max_bytes)
+                                       _InternalStore(topics, OFFSETS_TOPIC), clock, cfg.offset_metadata_max_bytes,
+                                       consumer_groups)
         coordinator.load()
         groups = GroupRuntime(coordinator)
         meta = self.data_dir / ".meta"

@@ -211,8 +211,11 @@ def _assignment(data: bytes) -> list[TopicPartition]:
     return [TopicPartition(t, p) for t, ps in decoded.assignment for p in ps]
 
 
-async def describe_group(bootstrap: str, group: str) -> tuple[str, list[GroupMember], list[PartitionLag]]:
-    """(state, members, committed offsets with lag) of a consumer group."""
+async def describe_group(bootstrap: str, group: str,
+                         must_exist: bool = True) -> tuple[str, list[GroupMember], list[PartitionLag]]:
+    """(state, members, committed offsets with lag) of a consumer group. A KIP-848 group
+    reads as Dead with no members here (DescribeGroups is the classic protocol's); the
+    caller that knows it exists from ConsumerGroupDescribe passes ``must_exist=False``."""
     async with admin_client(bootstrap) as admin:
         described = await admin.describe_consumer_groups([group])
         offsets = await admin.list_consumer_group_offsets(group)
@@ -225,7 +228,7 @@ async def describe_group(bootstrap: str, group: str) -> tuple[str, list[GroupMem
             for m in g[5]:
                 members.append(GroupMember(m[0], m[-4] if len(m) > 5 else m[1], m[-3] if len(m) > 5 else m[2],
                                            _assignment(m[-1])))
-    if state == "Dead" and not members and not offsets:
+    if must_exist and state == "Dead" and not members and not offsets:
         # Kafka answers Dead, not an error, for a group it never heard of.
         raise ClientError(f"consumer group {group} does not exist")
     lags = await _lags(bootstrap, {tp: meta.offset for tp, meta in offsets.items()})

@@ -164,7 +164,9 @@ def test_supported_versions_table_is_final() -> None:
     # 134 + the transaction APIs (4 x v0-v3, DescribeTransactions v0, ListTransactions v0-v1)
     # + the share-group APIs (ShareGroupHeartbeat/Describe v1, ShareFetch/Acknowledge v1-v2,
     # DescribeShareGroupOffsets v0-v1, Alter/DeleteShareGroupOffsets v0)
-    assert len(API_SPECS) == 163
+    # + KIP-848: ConsumerGroupHeartbeat v0-v1, ConsumerGroupDescribe v0-v1, OffsetCommit v9,
+    # OffsetFetch v9, ListGroups v5
+    assert len(API_SPECS) == 170
 
 
 # -- requests: every supported (api_key, version) ------------------------------------

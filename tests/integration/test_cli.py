@@ -173,10 +173,11 @@ def test_groups_list_describe_and_reset(broker: BrokerProcess) -> None:
     assert committed(broker.bootstrap, group, name, 3) == ends  # committed on exit
 
     listed = [line.split() for line in ok("groups", "list", *b).stdout.splitlines()]
-    assert [group, "consumer"] in listed
+    assert [group, "consumer", "classic"] in listed
 
     described = ok("groups", "describe", group, *b).stdout
     assert described.splitlines()[0] == f"group {group}: Empty, 0 members"
+    assert described.splitlines()[1] == "protocol: classic"
     assert _describe_rows(described) == {p: (ends[p], ends[p], 0) for p in range(3)}
 
     # dry run: prints the targets, commits nothing

@@ -15,6 +15,12 @@ from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from streamkit.broker.group.consumer_group import (
+    ConsumerGroups,
+    ConsumerSettings,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from streamkit.broker.group.group import (
     Delivery,
     Group,
@@ -91,6 +97,7 @@ class GroupCoordinator:
         store: OffsetsStore,
         clock: Callable[[], int],
         metadata_max_bytes: int = 4096,
+        consumer: ConsumerGroups | None = None,
     ) -> None:
         self.settings = settings
         self.num_partitions = num_partitions
@@ -98,6 +105,9 @@ class GroupCoordinator:
         self.clock = clock
         self.metadata_max_bytes = metadata_max_bytes
         self.groups: dict[str, Group] = {}
+        # Groups of the new protocol (KIP-848). A group id is in ``groups`` (classic) or in
+        # ``consumer.groups``, never both: the upgrade/downgrade paths move it across.
+        self.consumer = consumer or ConsumerGroups(ConsumerSettings(), dict, clock)
         self.offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
         self._persisted: dict[str, tuple[int, GroupState, tuple[str, ...]]] = {}
         # Offsets committed inside a transaction (TxnOffsetCommit), by producer id: written
@@ -230,6 +240,13 @@ class GroupCoordinator:
     def join(self, group_id: str, req: JoinRequest) -> Outcome:
         if not group_id:
             return Outcome(JoinResult(ErrorCode.invalid_group_id, req.member_id))
+        modern = self.consumer.get(group_id)
+        if modern is not None:
+            if modern.members:
+                # Mixed classic/consumer membership is not implemented: Kafka's answer
+                # with group.consumer.migration.policy=disabled.
+                return Outcome(JoinResult(ErrorCode.group_id_not_found, req.member_id))
+            self.consumer.delete(group_id)  # Kafka's offline downgrade of an empty group
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             if req.member_id:  # Kafka creates a group only for a member without an id
@@ -247,6 +264,21 @@ class GroupCoordinator:
         outcome = group.sync(member_id, instance_id, generation_id, assignments, self.clock())
         self._after(group, outcome.deliveries)
         return outcome
+
+    def consumer_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat. A new-protocol member joining an empty classic group
+        converts it (Kafka's offline upgrade; committed offsets stay); a non-empty classic
+        group refuses it as Kafka does without online migration."""
+        classic = self.groups.get(req.group_id)
+        if classic is not None and req.group_id not in self.consumer.groups:
+            if classic.state not in (GroupState.EMPTY, GroupState.DEAD):
+                return HeartbeatResult(ErrorCode.group_id_not_found,
+                                       f"Group {req.group_id} is not a consumer group.",
+                                       req.member_id, req.member_epoch)
+            if req.member_epoch == 0:
+                del self.groups[req.group_id]
+                self._persisted.pop(req.group_id, None)
+        return self.consumer.heartbeat(req)
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
         group = self.groups.get(group_id)
@@ -268,6 +300,8 @@ class GroupCoordinator:
 
     def tick(self) -> list[Delivery]:
         now = self.clock()
+        if (d := self.consumer.next_deadline()) is not None and now >= d:
+            self.consumer.tick()
         deliveries: list[Delivery] = []
         for group in list(self.groups.values()):
             deadline = group.next_deadline()
@@ -277,13 +311,18 @@ class GroupCoordinator:
 
     def next_deadline(self) -> int | None:
         deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
+        if (modern := self.consumer.next_deadline()) is not None:
+            deadlines.append(modern)
         return min(deadlines) if deadlines else None
 
     # -- offsets -------------------------------------------------------------------------
 
     def validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
         """Kafka's rules for who may commit (GroupCoordinator.handleCommitOffsets). The empty
-        group id is valid here, as in Kafka (offset commits predate group management)."""
+        group id is valid here, as in Kafka (offset commits predate group management). In a
+        consumer group (KIP-848) ``generation_id`` is the member epoch."""
+        if group_id in self.consumer.groups:
+            return self.consumer.validate_offset_commit(group_id, member_id, generation_id)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.none if generation_id < 0 else ErrorCode.illegal_generation
@@ -306,10 +345,11 @@ class GroupCoordinator:
         error = self.validate_commit(group_id, member_id, instance_id, generation_id)
         if error != ErrorCode.none:
             return error, {}
-        group = self._get_or_create(group_id)
         now = self.clock()
-        if member_id in group.members:
-            group.members[member_id].last_heartbeat_ms = now
+        if group_id not in self.consumer.groups:
+            group = self._get_or_create(group_id)
+            if member_id in group.members:
+                group.members[member_id].last_heartbeat_ms = now
         results: dict[TopicPartition, ErrorCode] = {}
         records = []
         accepted: list[tuple[TopicPartition, OffsetCommitValue]] = []
@@ -336,7 +376,12 @@ class GroupCoordinator:
         """TxnOffsetCommit: the offsets go to the topic as a transactional batch of
         ``producer_id`` and stay pending until its transaction's marker (``complete_txn``).
         The group checks are KIP-447's: a member (generation >= 0) must be current."""
-        if generation_id >= 0 or member_id:
+        if group_id in self.consumer.groups and (generation_id >= 0 or member_id):
+            error = self.consumer.validate_offset_commit(group_id, member_id, generation_id)
+            if error != ErrorCode.none:
+                # Kafka: a transactional commit with a stale epoch is ILLEGAL_GENERATION.
+                return (ErrorCode.illegal_generation if error == ErrorCode.stale_member_epoch else error), {}
+        elif generation_id >= 0 or member_id:
             group = self.groups.get(group_id)
             if group is not None and group.is_static_fenced(member_id, instance_id):
                 return ErrorCode.fenced_instance_id, {}
@@ -376,7 +421,8 @@ class GroupCoordinator:
             return
         for group_id, offsets in pending.items():
             self.offsets.setdefault(group_id, {}).update(offsets)
-            self.groups.setdefault(group_id, Group(group_id, self.settings))
+            if group_id not in self.consumer.groups:
+                self.groups.setdefault(group_id, Group(group_id, self.settings))
 
     def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
         """An open transaction holds offsets for ``tp`` (OffsetFetch's require_stable)."""
@@ -408,24 +454,41 @@ class GroupCoordinator:
             if states and group.state.value not in states:
                 continue
             out.append((group.group_id, group.protocol_type or "", group.state.value))
+        for modern in self.consumer.groups.values():
+            if not states or modern.state in states:
+                out.append((modern.group_id, "consumer", modern.state))
         return out
 
+    def group_type(self, group_id: str) -> str | None:
+        """``consumer`` (KIP-848), ``classic``, or None for an unknown group."""
+        if group_id in self.consumer.groups:
+            return "consumer"
+        return "classic" if group_id in self.groups else None
+
     def delete(self, group_id: str) -> ErrorCode:
+        if group_id in self.consumer.groups:
+            error = self.consumer.delete(group_id)
+            if error == ErrorCode.none:
+                self._tombstone(group_id)
+            return error
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             return ErrorCode.group_id_not_found
         if group.state != GroupState.EMPTY:
             return ErrorCode.non_empty_group
+        group.mark_dead()
+        del self.groups[group_id]
+        self._tombstone(group_id)
+        return ErrorCode.none
+
+    def _tombstone(self, group_id: str) -> None:
         now = self.clock()
         tombstones = [Record(key=encode_offset_key(group_id, t, p), value=None, timestamp=now)
                       for (t, p) in self.offsets.get(group_id, {})]
         tombstones.append(Record(key=encode_group_key(group_id), value=None, timestamp=now))
         self.store.append(self._partition(group_id), build_batch(tombstones))
-        group.mark_dead()
-        del self.groups[group_id]
         self.offsets.pop(group_id, None)
         self._persisted.pop(group_id, None)
-        return ErrorCode.none
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> None:
         cache = self.offsets.get(group_id, {})

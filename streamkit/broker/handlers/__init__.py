@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streamkit.broker.handlers import admin, cluster, data, groups, share, txn
+from streamkit.broker.handlers import admin, cluster, consumer_groups, data, groups, share, txn
 from streamkit.broker.handlers.common import Handler
 
 __all__ = ["HANDLERS"]
@@ -38,6 +38,8 @@ HANDLERS: dict[int, Handler] = {
     60: cluster.describe_cluster,
     65: txn.describe_transactions,
     66: txn.list_transactions,
+    68: consumer_groups.consumer_group_heartbeat,
+    69: consumer_groups.consumer_group_describe,
     76: share.share_group_heartbeat,
     77: share.share_group_describe,
     78: share.share_fetch,

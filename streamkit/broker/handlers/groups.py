@@ -10,6 +10,7 @@ from streamkit.broker.errors import ErrorCode
 from streamkit.broker.group.coordinator import CommitRequest
 from streamkit.broker.group.group import JoinRequest, JoinResult, SyncResult
 from streamkit.broker.handlers.common import NO_OPERATIONS, Reply, field
+from streamkit.broker.handlers.consumer_groups import describe_as_classic
 from streamkit.broker.state import BrokerState, ClientInfo
 
 __all__ = [
@@ -146,14 +147,24 @@ def _fetch_group(state: BrokerState, group_id: str, topics: Any, require_stable:
     return [{"name": t, "partitions": sorted(ps, key=lambda x: x["partition_index"])} for t, ps in by_topic.items()]
 
 
+def _fetch_one(state: BrokerState, g: Any, stable: bool) -> dict[str, Any]:
+    # v9: a consumer group (KIP-848) member fetches with its current epoch.
+    if g.group_id in state.coordinator.consumer.groups:
+        error = state.coordinator.consumer.validate_offset_fetch(
+            g.group_id, field(g, "member_id"), int(field(g, "member_epoch", -1)))
+        if error != ErrorCode.none:
+            return {"group_id": g.group_id, "topics": [], "error_code": error}
+    return {"group_id": g.group_id, "topics": _fetch_group(state, g.group_id, g.topics, stable),
+            "error_code": ErrorCode.none}
+
+
 async def offset_fetch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     stable = bool(field(body, "require_stable", False))
     groups = field(body, "groups")
     if groups is not None:  # v8+: several groups in one request
         return {"throttle_time": 0, "groups": [
-            {"group_id": g.group_id, "topics": _fetch_group(state, g.group_id, g.topics, stable),
-             "error_code": ErrorCode.none} for g in groups]}
+            _fetch_one(state, g, stable) for g in groups]}
     return {"throttle_time": 0, "error_code": ErrorCode.none,
             "topics": _fetch_group(state, body.group_id, body.topics, stable)}
 
@@ -161,6 +172,10 @@ async def offset_fetch(state: BrokerState, req: Request, client: ClientInfo) -> 
 async def describe_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     groups = []
     for group_id in req.body.groups:
+        modern = describe_as_classic(state, group_id)
+        if modern is not None:
+            groups.append(modern)
+            continue
         d = state.coordinator.describe(group_id)
         groups.append({
             "error_code": ErrorCode.none,
@@ -180,11 +195,14 @@ async def describe_groups(state: BrokerState, req: Request, client: ClientInfo) 
 
 async def list_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     states = set(field(req.body, "states_filter", ()) or ())
-    share = [(g, "share", st) for g, st in state.share.list_groups()]
+    # v5: the group type (KIP-848), filtered case-insensitively as Kafka does.
+    types = {t.lower() for t in field(req.body, "types_filter", ()) or ()}
+    listed = [(g, pt, st, state.coordinator.group_type(g) or "classic")
+              for g, pt, st in state.coordinator.list_groups(states or None)]
+    listed += [(g, "share", st, "share") for g, st in state.share.list_groups() if not states or st in states]
     return {"throttle_time": 0, "error_code": ErrorCode.none, "groups": [
-        {"group_id": g, "protocol_type": pt, "group_state": st}
-        for g, pt, st in [*state.coordinator.list_groups(states or None),
-                          *(s for s in share if not states or s[2] in states)]]}
+        {"group_id": g, "protocol_type": pt, "group_state": st, "group_type": kind}
+        for g, pt, st, kind in listed if not types or kind in types]}
 
 
 async def delete_groups(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
