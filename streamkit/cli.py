@@ -326,15 +326,15 @@ def consume(
 
 @groups_app.command("list")
 def groups_list(bootstrap: str = BootstrapOption) -> None:
-    """List consumer groups."""
+    """List groups: id, protocol type and group type (classic, consumer or share)."""
     from streamkit.clients.admin import list_groups
     from streamkit.clients.consumer_groups import describe_modern_groups
 
     groups = _run(list_groups(bootstrap))
-    modern = _run(describe_modern_groups(bootstrap, [g for g, _ in groups]))
+    modern = _run(describe_modern_groups(bootstrap, [g for g, p in groups if p != "share"]))
     for group, protocol in groups:
-        # The group protocol: "consumer" for KIP-848 groups, "classic" for JoinGroup/SyncGroup ones.
-        kind = "consumer" if modern.get(group) is not None else "classic"
+        # The group type: "share" (KIP-932), "consumer" (KIP-848) or "classic" (JoinGroup/SyncGroup).
+        kind = "share" if protocol == "share" else "consumer" if modern.get(group) is not None else "classic"
         console.print(f"{group}\t{protocol}\t{kind}", highlight=False)
 
 
