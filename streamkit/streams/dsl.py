@@ -46,7 +46,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from streamkit.state.windowed import WindowedTransaction
-from streamkit.streams.aggregate import Aggregation, WindowAggregate, WindowState, retention_ms
+from streamkit.streams.aggregate import (
+    Aggregation,
+    WindowAggregate,
+    WindowState,
+    close_offset_ms,
+    retention_ms,
+)
 from streamkit.streams.codecs import Codec, JsonCodec, StrCodec, codec_for
 from streamkit.streams.event import Event, TimestampExtractor
 from streamkit.streams.joins import (
@@ -63,15 +69,17 @@ from streamkit.streams.processing import (
     CoPartitionError,
     Emit,
     KeyCodec,
+    OperatorTime,
     Out,
     OutputCodec,
-    StreamTimes,
     WindowResult,
     jsonable,
     send_late,
 )
-from streamkit.streams.topic import Topic
+from streamkit.streams.topic import Topic, partition_for_key
+from streamkit.streams.watermarks import DATA, IDLE, MARK, WM_HEADER, decode_stamp, encode_stamp
 from streamkit.streams.windows import (
+    MIN_TIMESTAMP,
     HoppingWindows,
     SessionWindows,
     SlidingWindows,
@@ -83,6 +91,7 @@ from streamkit.streams.windows import (
 if TYPE_CHECKING:
     from aiokafka.structs import ConsumerRecord
 
+    from streamkit.state.transaction import Transaction
     from streamkit.streams.app import App
     from streamkit.streams.runtime import Runtime
     from streamkit.streams.table import Table
@@ -431,9 +440,17 @@ class _StreamJoin:
         self.stores: tuple[Table, Table] = p["stores"]
         self.emit = emit
         self.ctx = ctx
-        self.times = StreamTimes(ctx.runtime.clock)
+        self.name = node.path
+        self.times = OperatorTime(ctx, tuple(dict.fromkeys(_topic_of(parent).name for parent in node.parents
+                                                            if isinstance(parent, StreamNode))))
+        ctx.loaders.append(self._load)
         self.key_codec = KeyCodec()
         self._final_before: dict[int, int] = {}
+
+    def _load(self, partition: int) -> None:
+        txn = self.stores[0]._txns.get(partition)
+        if txn is not None:
+            self.times.load(partition, txn)
 
     def side(self, index: int) -> Callable[[Event], None]:
         return lambda ev: self.process(index, ev)
@@ -441,25 +458,49 @@ class _StreamJoin:
     def process(self, side: int, ev: Event) -> None:
         ctx = self.ctx
         left = ctx.txn(self.stores[0])
-        now = self.times.observe(ctx.partition, left, ev.timestamp)
-        buffers = _StoreJoinBuffers(WindowedTransaction(left), WindowedTransaction(ctx.txn(self.stores[1])),
-                                    self.key_codec)
-        step = stream_join(buffers, self.windows, self.how, side, ev.key, ev.value, ev.timestamp, now)
+        # Late by the record's own partition's watermark; expiry by the join's stream time,
+        # the minimum over both sides' inputs (tick()).
+        own = ev.timestamp if ev.timestamp > ctx.own else ctx.own
+        buffers = self._buffers(left)
+        step = stream_join(buffers, self.windows, self.how, side, ev.key, ev.value, ev.timestamp, own)
         if step.late:
-            send_late(ctx, self.key_codec, ev)
+            send_late(ctx, self.key_codec, ev, self.name)
             return
         for result in step.results:
             self._out(result)
-        # Expiring is a range scan per side: only when stream time moved the bound.
+
+    def _buffers(self, left: Transaction) -> _StoreJoinBuffers:
+        return _StoreJoinBuffers(WindowedTransaction(left), WindowedTransaction(self.ctx.txn(self.stores[1])),
+                                 self.key_codec)
+
+    def tick(self, now_wall: int) -> None:
+        """After each batch: expire what the join's stream time makes final (a range scan
+        per side: only when stream time moved the bound), and store the stream time."""
+        ctx = self.ctx
+        p = ctx.partition
+        left = self.stores[0]._txns.get(p)
+        if left is None or self.stores[1]._txns.get(p) is None:
+            return
+        now = self.times.now(p, left)
         final_before = self.windows.final_before(now)
-        if self._final_before.get(ctx.partition) != final_before:
-            self._final_before[ctx.partition] = final_before
-            for result in expire_stream_join(buffers, self.windows, self.how, now):
+        if now != MIN_TIMESTAMP and self._final_before.get(p) != final_before:
+            self._final_before[p] = final_before
+            for result in expire_stream_join(self._buffers(left), self.windows, self.how, now):
                 self._out(result)
+        self.times.persist(p, left)
+
+    def stream_time(self, partition: int) -> tuple[int, int] | None:
+        txn = self.stores[0]._txns.get(partition)
+        return None if txn is None else self.times.report(partition, txn)
 
     def _out(self, result: Joined[Any]) -> None:
-        self.emit(Event(result.key, self.joiner(result.left, result.right), result.timestamp, [], "",
-                        self.ctx.partition, -1))
+        ctx = self.ctx
+        own, ctx.own = ctx.own, result.timestamp
+        try:
+            self.emit(Event(result.key, self.joiner(result.left, result.right), result.timestamp, [], "",
+                            ctx.partition, -1))
+        finally:
+            ctx.own = own
 
 
 
@@ -485,27 +526,68 @@ def _check_state_partitions(what: str, node: StreamNode, table: Table) -> None:
 
 @dataclass(eq=False)  # identity hash: it is an acknowledging reader in the AckTracker
 class CompiledSource:
-    """The processor chain of one source topic."""
+    """The processor chain of one source topic.
+
+    Records of a repartition topic (``stamped``) carry their writer's watermark
+    (``streamkit.streams.watermarks``): it moves the clock of the partition read, and a
+    watermark-only record does nothing else. Records of an external topic move it by their
+    own timestamps."""
 
     topic: Topic
     entry: Callable[[Event], None]
     ctx: Context
     tickers: list[Callable[[int], None]]
+    stamped: bool = False
 
     async def process(self, partition: int, records: list[ConsumerRecord]) -> None:
         ctx = self.ctx
         runtime = ctx.runtime
         ctx.partition = partition
+        ctx.topic = name = self.topic.name
+        for load in ctx.loaders:
+            load(partition)
+        clock = ctx.current = ctx.clock(name, partition)
+        wall = ctx.wall = runtime.clock()
         decode = runtime.decode
         entry = self.entry
-        for record in records:
-            event = decode(self.topic, record)
-            if event is not None:
-                entry(event)
+        observe = clock.observe
+        if self.stamped:
+            for record in records:
+                headers = record.headers
+                if headers and headers[-1][0] == WM_HEADER:
+                    stamp = decode_stamp(headers[-1][1])
+                    observe(stamp.partition, stamp.watermark, wall)
+                    if not stamp.is_data:
+                        if stamp.kind == IDLE:
+                            clock.mark_idle(stamp.partition)
+                        continue
+                    own = stamp.own
+                else:
+                    # Written by something else than a DSL task (an agent's group_by): the
+                    # partition's own timestamps are all there is.
+                    clock.upstream = None
+                    own = observe(0, record.timestamp, wall)
+                event = decode(self.topic, record)
+                if event is not None:
+                    ctx.own = own
+                    entry(event)
+        else:
+            for record in records:
+                event = decode(self.topic, record)
+                if event is not None:
+                    ctx.own = observe(0, event.timestamp, wall)
+                    entry(event)
         now = runtime.clock()
         for tick in self.tickers:
             tick(now)
         await self.flush()
+
+    def mark_idle(self, partition: int) -> None:
+        """Tell every downstream partition that this (empty, caught-up) partition has
+        nothing: left out of their minimum until it has data."""
+        ctx = self.ctx
+        for stamper in ctx.stampers.get(self.topic.name, ()):
+            stamper(partition, True)
 
     async def tick(self) -> None:
         """Run the tickers without a batch and produce what they emit. Batches alone are not
@@ -518,12 +600,85 @@ class CompiledSource:
 
     async def flush(self) -> None:
         ctx = self.ctx
+        for stamper in ctx.stampers.get(self.topic.name, ()):
+            stamper(ctx.partition, False)
         if not ctx.outbox:
             return
         out, ctx.outbox = ctx.outbox, []
         enqueue = ctx.runtime.enqueue
         for o in out:
-            await enqueue(o.topic.name, o.key, o.value, timestamp=o.timestamp)
+            await enqueue(o.topic.name, o.key, o.value, timestamp=o.timestamp, headers=o.headers,
+                          partition=o.partition)
+
+
+class _Regroup:
+    """``group_by``: re-key, stamp with the watermark (``streamkit.streams.watermarks``) and
+    send to the repartition topic's partition of the new key; after each batch, a
+    watermark-only record to every partition that has not heard of the latest watermark."""
+
+    def __init__(self, node: StreamNode, ctx: Context, holdback: int) -> None:
+        self.topic: Topic = node.params["topic"]
+        self.key_fn = node.params["fn"]
+        self.ctx = ctx
+        self.holdback = holdback
+        self.partitions = self.topic.partitions or ctx.runtime.settings.num_partitions
+        self._sent: dict[tuple[int, int], int] = {}  # (from partition, to partition) -> watermark
+
+    def watermark(self) -> int:
+        ctx = self.ctx
+        wm = ctx.current.value(ctx.wall, ctx.idle_ms)
+        return wm - self.holdback if wm != MIN_TIMESTAMP else wm
+
+    def __call__(self, ev: Event) -> None:
+        topic, ctx = self.topic, self.ctx
+        new_key = self.key_fn(ev.value)
+        kbytes = None if new_key is None else topic.key_codec.dumps(new_key)
+        vbytes = None if ev.value is None else topic.value_codec.dumps(ev.value)
+        p = ctx.partition
+        q = p % self.partitions if kbytes is None else partition_for_key(kbytes, self.partitions)
+        wm = self.watermark()
+        self._sent[(p, q)] = wm
+        ctx.outbox.append(Out(topic, kbytes, vbytes, ev.timestamp, [(WM_HEADER, encode_stamp(DATA, p, wm, ctx.own))],
+                              q))
+
+    def stamp(self, partition: int, idle: bool) -> None:
+        ctx = self.ctx
+        if idle:
+            kind, wm = IDLE, MIN_TIMESTAMP
+        else:
+            clock = ctx.clocks.get((ctx.topic, partition))
+            if clock is None:
+                return
+            ctx.current, ctx.wall = clock, ctx.runtime.clock()
+            kind, wm = MARK, self.watermark()
+            if wm == MIN_TIMESTAMP:
+                return
+        sent, topic = self._sent, self.topic
+        header = [(WM_HEADER, encode_stamp(kind, partition, wm))]
+        for q in range(self.partitions):
+            if sent.get((partition, q)) != wm or idle:
+                sent[(partition, q)] = wm
+                # No key, an empty value: a record needs one of the two on the wire.
+                ctx.outbox.append(Out(topic, None, b"", ctx.wall, header, q))
+
+
+def _holdback_ms(node: StreamNode) -> int:
+    """How far behind its input's stream time the output of ``node``'s chain can be: the
+    stateful operators before it emit records with timestamps that far back (window
+    results at ``end - 1`` once ``end + grace`` passed; join results)."""
+    total = 0
+    while node.kind not in ("source", "group_by"):
+        if node.kind == "window_aggregate":
+            spec = node.params["agg"].spec
+            total += close_offset_ms(spec) + getattr(spec, "size_ms", 0) + 1
+        elif node.kind == "join_stream":
+            windows: JoinWindows = node.params["windows"]
+            total += 2 * windows.within_ms + windows.grace_ms
+        parent = node.parents[0]
+        if isinstance(parent, TableNode):
+            parent = parent.update_stream
+        node = parent
+    return total
 
 
 def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
@@ -566,6 +721,8 @@ def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
             if join is None:
                 join = _StreamJoin(node, emitter(node), ctx)
                 joins[node.id] = join
+                tickers.append(join.tick)
+                ctx.operators.append(join)
                 _check_copartitioned("stream-stream join", *(_partitions_of(p) for p in node.parents))
             return join.side(node.parents.index(parent))
         return processor(node)
@@ -637,20 +794,16 @@ def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
 
             return branch
         if kind == "group_by":
-            gtopic: Topic = p["topic"]
-            kfn2 = p["fn"]
-
-            def regroup(ev: Event) -> None:
-                new_key = kfn2(ev.value)
-                kbytes = None if new_key is None else gtopic.key_codec.dumps(new_key)
-                vbytes = None if ev.value is None else gtopic.value_codec.dumps(ev.value)
-                ctx.outbox.append(Out(gtopic, kbytes, vbytes, ev.timestamp))
-
+            upstream = node.parents[0]
+            assert isinstance(upstream, StreamNode)
+            regroup = _Regroup(node, ctx, _holdback_ms(upstream))
+            ctx.stampers.setdefault(_topic_of(upstream).name, []).append(regroup.stamp)
             return regroup
         if kind == "window_aggregate":
             _check_state_partitions("windowed aggregation", node, p["table"])
             agg = WindowAggregate(p["agg"], p["table"], p["emit"], emit, ctx)
             tickers.append(agg.tick)
+            ctx.operators.append(agg)
             return agg.process
         if kind == "to_table":
             table: Table = p["table"]
@@ -711,15 +864,35 @@ def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
             return on_update
         raise ValueError(f"unknown DSL node kind {kind!r}")
 
-    sources: list[CompiledSource] = []
+    # A repartition topic's partitions are fed by every partition of the topic before it:
+    # its stream time is the minimum over that many watermarks.
+    repartitions = {n.params["topic"].name: n for n in nodes.values() if n.kind == "group_by"}
+    for name, node in repartitions.items():
+        upstream, count = _partitions_of(node.parents[0])
+        ctx.upstream[name] = count or runtime.topic_partitions(upstream)
+    # One chain per topic, however many ``app.stream(topic)`` nodes read it: a record moves
+    # the partition's clock once, before any processor sees it.
+    readers: dict[str, list[StreamNode]] = {}
     for node in nodes.values():
         if node.kind == "source":
-            sources.append(CompiledSource(node.params["topic"], processor(node), ctx, tickers))
+            readers.setdefault(node.params["topic"].name, []).append(node)
+    sources: list[CompiledSource] = []
+    for same_topic in readers.values():
+        entries = [processor(node) for node in same_topic]
+        sources.append(CompiledSource(same_topic[0].params["topic"], entries[0] if len(entries) == 1
+                                      else _fan_out(entries), ctx, tickers))
     # One source per repartition topic (several group_by nodes may share a name).
-    repartitions = {n.params["topic"].name: n for n in nodes.values() if n.kind == "group_by"}
     for node in repartitions.values():
-        sources.append(CompiledSource(node.params["topic"], emitter(node), ctx, tickers))
+        sources.append(CompiledSource(node.params["topic"], emitter(node), ctx, tickers, stamped=True))
     return sources
+
+
+def _fan_out(entries: list[Callable[[Event], None]]) -> Callable[[Event], None]:
+    def fan_out(ev: Event) -> None:
+        for entry in entries:
+            entry(ev)
+
+    return fan_out
 
 
 def _partitions_of(node: StreamNode | TableNode) -> tuple[str, int | None]:

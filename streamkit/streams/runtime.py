@@ -191,6 +191,7 @@ class Runtime:
         self._standby_follower: ChangelogFollower | None = None
         # Per consumed topic: how its producers place keyed records (declared or detected).
         self._partitioning: dict[str, PartitionerDetector] = {}
+        self._announced_idle: set[TP] = set()
         self._assignor = StreamsAssignor(
             standby_replicas=self.settings.num_standby_replicas,
             stateful_tasks=lambda: max((t.partitions for t in self._local_tables()), default=0),
@@ -526,6 +527,8 @@ class Runtime:
                     # altogether never emitted its last windows).
                     await self._tick_pipelines()
                 if time.monotonic() - self._last_commit >= interval or self._cache_full():
+                    async with self._lock:
+                        await self._mark_idle_inputs()
                     await self.commit()
                 self._report_lag()
                 for table in self.app.tables.values():
@@ -590,6 +593,50 @@ class Runtime:
             if high is not None and committed is not None:
                 out[tp] = max(high - committed, 0)
         return out
+
+    def stream_times(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """Per stateful DSL operator and owned partition: (stream time, lag behind its
+        furthest input), for /metrics."""
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        seen: set[int] = set()
+        for compiled in (c for sources in self._pipelines.values() for c in sources):
+            ctx = compiled.ctx
+            if id(ctx) in seen:
+                continue
+            seen.add(id(ctx))
+            for operator in ctx.operators:
+                for partition in sorted({p for _t, p in self.assigned}):
+                    reported = operator.stream_time(partition)
+                    if reported is not None:
+                        out[(operator.name, partition)] = reported
+        return out
+
+    async def _mark_idle_inputs(self) -> None:
+        """Partitions of a pipeline's external topics that never had a record and are read to
+        their end say so downstream, so repartition topics' stream time is the minimum of
+        the partitions that have data (Flink's idle sources)."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        for topic, sources in self._pipelines.items():
+            for compiled in sources:
+                if compiled.stamped or not compiled.ctx.stampers.get(topic):
+                    continue
+                for t, p in sorted(self.assigned):
+                    if t != topic or (t, p) in self._announced_idle:
+                        continue
+                    clock = compiled.ctx.clocks.get((t, p))
+                    if clock is not None and clock.marks:
+                        continue
+                    tp = TopicPartition(t, p)
+                    high = consumer.highwater(tp)
+                    if high is None or await consumer.position(tp) < high:
+                        continue
+                    self._announced_idle.add((t, p))
+                    compiled.ctx.partition = p
+                    compiled.ctx.topic = t
+                    compiled.mark_idle(p)
+                    await compiled.flush()
 
     def standby_tasks(self) -> set[int]:
         """The tasks whose table partitions this worker keeps warm for another worker."""
@@ -785,6 +832,11 @@ class Runtime:
         # before reaching the producer (a record larger than max.request.size) must fail
         # that commit as well.
         self._pending_sends.append((topic, task))
+
+    def send_soon_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                      timestamp: int | None = None) -> None:
+        """Produce already-encoded bytes with headers and timestamp (late records)."""
+        self._produce(topic, key, value, headers=headers, timestamp=timestamp)
 
     def produce_raw(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None) -> None:
         """Produce already-encoded bytes (global tables write their changelog this way)."""
@@ -1000,12 +1052,25 @@ class Runtime:
     # -- timers --------------------------------------------------------------------------
 
     async def _timer(self, interval_ms: int, fn: Any, name: str) -> None:
+        """Run ``fn`` every ``interval_ms`` behind the processing gate, like an agent's event:
+        a commit waits for a running timer and a timer waits for a running commit, so its
+        table writes land in a transaction that is open (a commit prepares them) and are
+        committed with it. A timer that raises stops the worker, as a failing agent does."""
         while True:
             await asyncio.sleep(interval_ms / 1000)
+            await self.gate.enter()
             try:
                 await fn()
-            except Exception:
-                log.exception("timer %s failed", name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("timer %s failed; stopping the worker", name)
+                if self.failure is None:
+                    self.failure = exc
+                self._spawn(self.stop())
+                return
+            finally:
+                self.gate.leave()
 
     # -- stop ----------------------------------------------------------------------------
 

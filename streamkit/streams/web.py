@@ -118,7 +118,7 @@ class WebServer:
                                "partitions": sorted(f"{t}-{p}" for t, p in rt.assigned),
                                "standby_tasks": sorted(rt.standby_tasks())})
         if parts == ["metrics"]:
-            return _response(200, rt.metrics.render(rt.app.id, rt.lag, rt.standby_lag).encode(), "text/plain; version=0.0.4")
+            return _response(200, rt.metrics.render(rt.app.id, rt.lag, rt.standby_lag, rt.stream_times).encode(), "text/plain; version=0.0.4")
         if len(parts) in (2, 3) and parts[0] == "tables":
             table = rt.app.tables.get(parts[1])
             if table is None:

@@ -20,11 +20,10 @@ import orjson
 import pytest
 
 import streamkit
-from streamkit.state import MemoryBackend, StorePartition
 from streamkit.streams.app import App
 from streamkit.streams.dsl import CoPartitionError
-from streamkit.streams.processing import STREAM_TIME_KEY, StreamTimes
 from streamkit.streams.topic import partition_for_key
+from streamkit.streams.watermarks import IDLE, WM_HEADER, InputClock, decode_stamp
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
@@ -146,8 +145,12 @@ async def test_group_by_repartitions_and_keeps_per_key_order(make_app: Any, prob
         await probe.settle(runtime)
     outs = await read_out(probe, f"{app.id}-by-page")
     assert by_key(outs) == {p: [v["seq"] for _k, v, _ts in records if v["page"] == p] for p in pages}
-    repartitioned = await probe.read(f"{app.id}-by-page-repartition")
+    stamped = await probe.read(f"{app.id}-by-page-repartition")
+    # Every record carries its source partition's watermark; watermark-only records are not data.
+    stamps = [decode_stamp(dict(r.headers)[WM_HEADER]) for r in stamped]
+    repartitioned = [r for r, stamp in zip(stamped, stamps, strict=True) if stamp.is_data]
     assert len(repartitioned) == 50
+    assert {s.partition for s in stamps if s.kind != IDLE} == {partition_for_key(b"u", PARTITIONS)}
     for r in repartitioned:
         assert r.partition == partition_for_key(r.key, PARTITIONS)
         assert orjson.loads(r.value)["page"] == r.key.decode()
@@ -424,20 +427,15 @@ async def test_no_idle_close_by_default(make_app: Any, probe: Probe) -> None:
 
 
 def test_idle_clock_starts_when_stream_time_is_loaded() -> None:
-    """window.idle.close.ms needs a wall-clock anchor per partition: it is set when a
-    partition's stream time is loaded from its store (after a restart or a move), not only
-    when a record moves stream time; a partition with no stream time has none."""
-    wall = [10_000]
-    times = StreamTimes(lambda: wall[0])
-    txn = StorePartition(MemoryBackend()).begin()
-    txn.set(STREAM_TIME_KEY, b"500")
-    st = times.for_partition(0, txn)
-    assert (st.value, times.last_wall[0], times.closed[0]) == (500, (10_000, 500), 500)
-    assert not times.advance_idle(0, txn, 11_999, 2_000)
-    assert times.advance_idle(0, txn, 12_000, 2_000)
-    assert st.value == 2_500 and txn.get(STREAM_TIME_KEY) == b"2500"
-    assert times.advance_idle(0, txn, 12_001, 2_000) and st.value == 2_501
-    assert not times.advance_idle(1, StorePartition(MemoryBackend()).begin(), 10**9, 1)
+    """window.idle.close.ms needs a wall-clock anchor per input: it is set when an input's
+    watermark is restored from a store (after a restart or a move), not only when a record
+    moves it; an input with no watermark drifts from nothing."""
+    clock = InputClock(None, 0)
+    clock.restore({"marks": {"0": 500}, "last": 500}, 10_000)
+    assert clock.value(11_999, 2_000) == 500
+    assert clock.value(12_000, 2_000) == 2_500
+    assert clock.value(12_001, 2_000) == 2_501
+    assert InputClock(None, 0).value(10**9, 1) == MIN_TIMESTAMP
 
 
 async def _n_outputs(probe: Probe, topic: str, n: int) -> list[Out] | None:
