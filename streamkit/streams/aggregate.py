@@ -218,6 +218,11 @@ class WindowAggregate:
         else:
             own = self.ctx.own
             now = ev.timestamp if ev.timestamp > own else own
+        # A window the operator closed is final, also for an input that was idle then (left
+        # out of the minimum) and comes back behind it.
+        closed = self.times.closed.get(self.ctx.partition, MIN_TIMESTAMP)
+        if closed > now:
+            now = closed
         view = WindowedTransaction(txn)
         kb = self.key_codec.dumps(ev.key)
         spec = self.spec

@@ -20,17 +20,21 @@ Boundaries and state:
   key reaches one partition (and one worker).
 - Aggregations, ``to_table`` and joins keep their state in internal tables (local store +
   compacted changelog ``{app}-{name}-changelog``), restored like any table; stream time
-  (the per-partition event-time watermark that closes windows) is kept in the same store,
-  so windows close correctly after a restart.
+  (the minimum watermark over the partitions feeding the operator, carried in-band through
+  repartition topics: ``streamkit.streams.watermarks``) is kept in the same store, so
+  windows close correctly after a restart.
+- Aggregations without a window (``count``/``sum``/``reduce``/``aggregate`` on a stream)
+  return a ``TableNode``: queryable, joinable, its updates emitted once per key and commit.
 - Stateful operators should be named (``name=``): unnamed ones get a name from their place
   in the pipeline (``streamkit.streams.naming``), with a warning.
 - Event time is the record timestamp, or what a timestamp extractor returns
   (``app.topic(..., timestamp=fn)`` for every use of a topic, ``.window(...,
   timestamp=fn)`` for one aggregation); ``fn(event) -> int`` milliseconds.
 - Windows close by stream time: a window is final once ``end + grace <= stream time``
-  (``end + gap + grace`` for sessions). Late records (for closed windows) are dropped,
-  counted in metrics and, with ``late.records.topic.name``, sent there. With
-  ``window.idle.close.ms`` an idle partition's stream time also advances by wall clock.
+  (``end + gap + grace`` for sessions). A record is late when its windows closed by its own
+  partition's watermark (or the operator already closed them): dropped, counted per operator
+  in metrics, logged (rate-limited) and, with ``late.records.topic.name``, sent there. With
+  ``window.idle.close.ms`` an input silent that long drops out of the minimum.
   Closed windows stay queryable until ``expires`` (``.window(..., expires=...)``).
 """
 
@@ -77,7 +81,7 @@ from streamkit.streams.processing import (
     send_late,
 )
 from streamkit.streams.topic import Topic, partition_for_key
-from streamkit.streams.watermarks import DATA, IDLE, MARK, WM_HEADER, decode_stamp, encode_stamp
+from streamkit.streams.watermarks import DATA, IDLE, MARK, WM_HEADER, encode_stamp, unpack_stamp
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
@@ -183,6 +187,66 @@ class StreamNode:
         codec = codec_for(key_type, StrCodec())
         topic = self.app.internal_topic(f"{name}-repartition", key_codec=codec, value_codec=_value_codec_of(self))
         return self._child("group_by", path=name, fn=key, topic=topic)
+
+    def group_by_key(self) -> StreamNode:
+        """Group by the key the records already have (no repartition): for an aggregation
+        whose input is partitioned by its key already (a keyed source topic, or after
+        ``group_by``/``repartition``)."""
+        return self
+
+    def repartition(self, *, partitions: int | None = None, name: str | None = None) -> StreamNode:
+        """Send the records, keys unchanged, through the repartition topic
+        ``{app}-{name}-repartition`` with ``partitions`` partitions (``num.partitions`` by
+        default): to spread a skewed input, or to co-partition it with something else."""
+        name = name or generated_name(self.app, f"{self.path}-repartition", f"repartition of {self.path}")
+        feeding = _topic_of(self)
+        topic = self.app.internal_topic(f"{name}-repartition", key_codec=feeding.key_codec,
+                                        value_codec=_value_codec_of(self))
+        if partitions is not None:
+            if partitions < 1:
+                raise ValueError(f"repartition(partitions=...) must be positive, got {partitions}")
+            topic.partitions = partitions
+        return self._child("group_by", path=name, fn=None, topic=topic)
+
+    # -- aggregations without a window: tables (Kafka Streams' KTable) -------------------
+
+    def count(self, *, name: str | None = None) -> TableNode:
+        """The number of records per key, as a table (see ``aggregate``)."""
+        return self._table_aggregate("count", int, lambda agg, _v: agg + 1, JsonCodec(), name)
+
+    def sum(self, fn: Callable[[Any], Any] | None = None, *, name: str | None = None) -> TableNode:
+        get = fn or (lambda v: v)
+        return self._table_aggregate("sum", int, lambda agg, v: agg + get(v), JsonCodec(), name)
+
+    def reduce(self, fn: Callable[[Any, Any], Any], *, name: str | None = None) -> TableNode:
+        first = object()
+        return self._table_aggregate("reduce", lambda: first, lambda agg, v: v if agg is first else fn(agg, v),
+                                     _value_codec_of(self), name)
+
+    def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any], Any], *,
+                  value_type: Any = None, name: str | None = None) -> TableNode:
+        """Aggregate every record of a key, without a window, into a table (a KTable): the
+        latest aggregate per key, stored like any table (local store and changelog),
+        queryable (``GET /tables/{name}/{key}``), joinable, and readable as a stream of
+        updates with ``.to_stream()`` / ``.to(topic)``: one update per key and commit (the
+        updates of a key between two commits are folded into the last, as Kafka Streams'
+        record cache does). The records must be partitioned by their key: ``group_by`` (or
+        ``group_by_key()`` for a keyed input) first."""
+        return self._table_aggregate("aggregate", initializer, adder, codec_for(value_type), name)
+
+    def _table_aggregate(self, kind: str, init: Callable[[], Any], add: Callable[[Any, Any], Any], codec: Codec,
+                         name: str | None) -> TableNode:
+        name = name or generated_name(self.app, f"{self.path}-{kind}", f"{kind}() over {self.path}")
+        feeding = _topic_of(self)
+        table = self.app.Table(name, key_type=str)
+        table.key_codec = feeding.key_codec
+        table.value_codec = codec
+        table.fed_by(feeding.name)
+        table.declared_partitions = None  # sized by num.partitions, like the repartition topics
+        update = self._child("table_aggregate", path=name, table=table, init=init, add=add)
+        node = TableNode(self.app, table, update)
+        self.app.streams.append(update)
+        return node
 
     def merge(self, *others: StreamNode) -> StreamNode:
         path = "-merge-".join(n.path for n in (self, *others))
@@ -299,6 +363,14 @@ class TableNode:
     def changes(self) -> StreamNode:
         """The table's update stream (key, new value)."""
         return self.update_stream
+
+    def to_stream(self) -> StreamNode:
+        """The table's updates as a stream (Kafka Streams' ``KTable.toStream()``)."""
+        return self.update_stream
+
+    def to(self, topic: Topic | str, *, key_type: Any = None, value_type: Any = None) -> StreamNode:
+        """Write the table's updates to ``topic``."""
+        return self.update_stream.to(topic, key_type=key_type, value_type=value_type)
 
 
 def _spec_kind(spec: WindowSpec) -> str:
@@ -446,6 +518,7 @@ class _StreamJoin:
         ctx.loaders.append(self._load)
         self.key_codec = KeyCodec()
         self._final_before: dict[int, int] = {}
+        self._expired_at: dict[int, int] = {}  # per partition: the stream time expiry ran at
 
     def _load(self, partition: int) -> None:
         txn = self.stores[0]._txns.get(partition)
@@ -461,6 +534,10 @@ class _StreamJoin:
         # Late by the record's own partition's watermark; expiry by the join's stream time,
         # the minimum over both sides' inputs (tick()).
         own = ev.timestamp if ev.timestamp > ctx.own else ctx.own
+        # What the join already expired is final, also for an input that was idle then.
+        expired = self._expired_at.get(ctx.partition, MIN_TIMESTAMP)
+        if expired > own:
+            own = expired
         buffers = self._buffers(left)
         step = stream_join(buffers, self.windows, self.how, side, ev.key, ev.value, ev.timestamp, own)
         if step.late:
@@ -485,6 +562,7 @@ class _StreamJoin:
         final_before = self.windows.final_before(now)
         if now != MIN_TIMESTAMP and self._final_before.get(p) != final_before:
             self._final_before[p] = final_before
+            self._expired_at[p] = now
             for result in expire_stream_join(self._buffers(left), self.windows, self.how, now):
                 self._out(result)
         self.times.persist(p, left)
@@ -555,13 +633,12 @@ class CompiledSource:
             for record in records:
                 headers = record.headers
                 if headers and headers[-1][0] == WM_HEADER:
-                    stamp = decode_stamp(headers[-1][1])
-                    observe(stamp.partition, stamp.watermark, wall)
-                    if not stamp.is_data:
-                        if stamp.kind == IDLE:
-                            clock.mark_idle(stamp.partition)
+                    kind, upstream, watermark, own = unpack_stamp(headers[-1][1])
+                    observe(upstream, watermark, wall)
+                    if kind in (MARK, IDLE):
+                        if kind == IDLE:
+                            clock.mark_idle(upstream)
                         continue
-                    own = stamp.own
                 else:
                     # Written by something else than a DSL task (an agent's group_by): the
                     # partition's own timestamps are all there is.
@@ -598,10 +675,22 @@ class CompiledSource:
             tick(now)
         await self.flush()
 
+    async def before_commit(self) -> None:
+        """Emit what waits for a commit (the updates of tables aggregated without a window)
+        and produce it, so the commit covers it."""
+        ctx = self.ctx
+        for hook in ctx.commit_hooks:
+            hook()
+        await self._send()
+
     async def flush(self) -> None:
         ctx = self.ctx
         for stamper in ctx.stampers.get(self.topic.name, ()):
             stamper(ctx.partition, False)
+        await self._send()
+
+    async def _send(self) -> None:
+        ctx = self.ctx
         if not ctx.outbox:
             return
         out, ctx.outbox = ctx.outbox, []
@@ -616,11 +705,14 @@ class _Regroup:
     send to the repartition topic's partition of the new key; after each batch, a
     watermark-only record to every partition that has not heard of the latest watermark."""
 
-    def __init__(self, node: StreamNode, ctx: Context, holdback: int) -> None:
+    def __init__(self, node: StreamNode, ctx: Context, holdback: int, external: bool) -> None:
         self.topic: Topic = node.params["topic"]
         self.key_fn = node.params["fn"]
         self.ctx = ctx
         self.holdback = holdback
+        # Fed straight from an external topic: the partition's watermark is the largest
+        # timestamp so far, which is the record's own watermark (no clock to ask).
+        self._own_is_watermark = external and holdback == 0
         self.partitions = self.topic.partitions or ctx.runtime.settings.num_partitions
         self._sent: dict[tuple[int, int], int] = {}  # (from partition, to partition) -> watermark
 
@@ -631,15 +723,15 @@ class _Regroup:
 
     def __call__(self, ev: Event) -> None:
         topic, ctx = self.topic, self.ctx
-        new_key = self.key_fn(ev.value)
+        new_key = ev.key if self.key_fn is None else self.key_fn(ev.value)
         kbytes = None if new_key is None else topic.key_codec.dumps(new_key)
         vbytes = None if ev.value is None else topic.value_codec.dumps(ev.value)
         p = ctx.partition
         q = p % self.partitions if kbytes is None else partition_for_key(kbytes, self.partitions)
-        wm = self.watermark()
+        own = ctx.own
+        wm = own if self._own_is_watermark else self.watermark()
         self._sent[(p, q)] = wm
-        ctx.outbox.append(Out(topic, kbytes, vbytes, ev.timestamp, [(WM_HEADER, encode_stamp(DATA, p, wm, ctx.own))],
-                              q))
+        ctx.outbox.append(Out(topic, kbytes, vbytes, ev.timestamp, [(WM_HEADER, encode_stamp(DATA, p, wm, own))], q))
 
     def stamp(self, partition: int, idle: bool) -> None:
         ctx = self.ctx
@@ -660,6 +752,41 @@ class _Regroup:
                 sent[(partition, q)] = wm
                 # No key, an empty value: a record needs one of the two on the wire.
                 ctx.outbox.append(Out(topic, None, b"", ctx.wall, header, q))
+
+
+class _TableAggregate:
+    """An aggregation without a window: the latest aggregate per key in a table; updates
+    emitted once per key and commit (``emit_updates``, called before each commit)."""
+
+    def __init__(self, node: StreamNode, emit: Emit, ctx: Context) -> None:
+        self.table: Table = node.params["table"]
+        self.init = node.params["init"]
+        self.add = node.params["add"]
+        self.emit = emit
+        self.ctx = ctx
+        self._updates: dict[tuple[int, bytes], Event] = {}
+
+    def process(self, ev: Event) -> None:
+        table, ctx = self.table, self.ctx
+        txn = ctx.txn(table)
+        kb = table.key_codec.dumps(ev.key)
+        raw = txn.get(kb)
+        agg = self.add(self.init() if raw is None else table.value_codec.loads(raw), ev.value)
+        txn.set(kb, table.value_codec.dumps(agg))
+        key = (ctx.partition, kb)
+        self._updates.pop(key, None)  # re-inserted: updates go out in the order of their last change
+        self._updates[key] = Event(ev.key, agg, ev.timestamp, [], "", ctx.partition, -1)
+
+    def emit_updates(self) -> None:
+        updates, self._updates = self._updates, {}
+        ctx = self.ctx
+        owned = self.table._txns
+        for (partition, _kb), ev in updates.items():
+            if partition not in owned:
+                continue  # revoked since: the next owner has the state, and emits its own updates
+            ctx.partition = partition
+            ctx.own = ev.timestamp
+            self.emit(ev)
 
 
 def _holdback_ms(node: StreamNode) -> int:
@@ -700,6 +827,7 @@ def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
         visit(sink)
 
     built: dict[int, Callable[[Event], None]] = {}
+    repartition_names = {n.params["topic"].name for n in nodes.values() if n.kind == "group_by"}
     joins: dict[int, _StreamJoin] = {}
     tickers: list[Callable[[int], None]] = []
 
@@ -796,7 +924,8 @@ def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
         if kind == "group_by":
             upstream = node.parents[0]
             assert isinstance(upstream, StreamNode)
-            regroup = _Regroup(node, ctx, _holdback_ms(upstream))
+            regroup = _Regroup(node, ctx, _holdback_ms(upstream),
+                               external=_topic_of(upstream).name not in repartition_names)
             ctx.stampers.setdefault(_topic_of(upstream).name, []).append(regroup.stamp)
             return regroup
         if kind == "window_aggregate":
@@ -805,6 +934,11 @@ def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
             tickers.append(agg.tick)
             ctx.operators.append(agg)
             return agg.process
+        if kind == "table_aggregate":
+            aggregation = _TableAggregate(node, emit, ctx)
+            _check_state_partitions(f"aggregation {aggregation.table.name!r}", node, aggregation.table)
+            ctx.commit_hooks.append(aggregation.emit_updates)
+            return aggregation.process
         if kind == "to_table":
             table: Table = p["table"]
             _check_state_partitions(f"to_table({table.name!r})", node, table)

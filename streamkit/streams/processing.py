@@ -134,6 +134,8 @@ class Context:
         # Per source topic: what stamps watermarks on its chain's repartition records
         # after each batch (``stamper(partition, idle)``).
         self.stampers: dict[str, list[Callable[[int, bool], None]]] = {}
+        # Called before each commit (tables aggregated without a window emit their updates).
+        self.commit_hooks: list[Callable[[], None]] = []
         # The stateful operators (for /metrics: stream time per operator and partition).
         self.operators: list[Any] = []
 

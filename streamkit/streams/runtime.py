@@ -59,6 +59,7 @@ from streamkit.streams.event import Event
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.gate import AckTracker, ProcessingGate
 from streamkit.streams.metrics import Metrics
+from streamkit.streams.ordering import by_timestamp
 from streamkit.streams.partitioners import PartitionerDetector
 from streamkit.streams.progress import ProgressReporter
 from streamkit.streams.progress import Task as ProgressTask
@@ -519,8 +520,9 @@ class Runtime:
                 batch = await consumer.getmany(timeout_ms=min(100, self.settings.commit_interval_ms))
                 if batch:
                     async with self._lock:
-                        for tp, records in batch.items():
-                            await self._route(tp.topic, tp.partition, records)
+                        # Lowest timestamp first, in slices (streamkit.streams.ordering).
+                        for tp, records in by_timestamp(batch):
+                            await self._route(tp.topic, tp.partition, list(records))
                 if self.settings.window_idle_close_ms and not any(tp.topic in self._pipelines for tp in batch):
                     # Pipelines tick after each of their batches; with none, idle partitions'
                     # windows would never close by wall clock (an app whose input stopped
@@ -870,6 +872,11 @@ class Runtime:
             # in the open transactions; the stop() it spawned may not have run yet, and a
             # periodic or rebalance commit here would commit that event as processed.
             return
+        contexts: set[int] = set()
+        for compiled in (c for sources in self._pipelines.values() for c in sources):
+            if id(compiled.ctx) not in contexts:  # the sources of one graph share one context
+                contexts.add(id(compiled.ctx))
+                await compiled.before_commit()
         await self.gate.close()
         try:
             offsets = {tp: o for tp, o in self.acks.committable().items()

@@ -46,6 +46,7 @@ __all__ = [
     "Stamp",
     "decode_stamp",
     "encode_stamp",
+    "unpack_stamp",
 ]
 
 WM_HEADER = "__streamkit.wm"
@@ -76,6 +77,12 @@ def encode_stamp(kind: int, partition: int, watermark: int, own: int | None = No
     if kind == DATA and own is not None and own != watermark:
         return _STAMP.pack(DATA_OWN, partition, watermark) + _OWN.pack(own)
     return _STAMP.pack(kind, partition, watermark)
+
+
+def unpack_stamp(raw: bytes) -> tuple[int, int, int, int]:
+    """(kind, partition, watermark, own): ``decode_stamp`` without the object, per record."""
+    kind, partition, watermark = _STAMP.unpack_from(raw)
+    return kind, partition, watermark, _OWN.unpack_from(raw, _STAMP.size)[0] if kind == DATA_OWN else watermark
 
 
 def decode_stamp(raw: bytes) -> Stamp:
