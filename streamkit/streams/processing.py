@@ -13,7 +13,7 @@ import orjson
 from pydantic import BaseModel
 
 from streamkit.streams.event import Event
-from streamkit.streams.watermarks import InputClock
+from streamkit.streams.watermarks import WM_HEADER, InputClock
 from streamkit.streams.windows import MIN_TIMESTAMP
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = [
     "OutputCodec",
     "WindowResult",
     "jsonable",
+    "record_late",
     "send_late",
     "wall_clock_ms",
 ]
@@ -126,7 +127,6 @@ class Context:
         # Called with a partition before a batch of it runs: operators load their stored
         # stream time first, so the batch's records are judged against it.
         self.loaders: list[Callable[[int], None]] = []
-        self.late = LateLog(runtime.clock)
         # While a batch runs: the topic read, its partition's clock and the wall time.
         self.topic = ""
         self.current: InputClock = InputClock(None, 0)
@@ -155,18 +155,24 @@ class Context:
 
 
 def send_late(ctx: Context, key_codec: KeyCodec, ev: Event, operator: str) -> None:
-    """A record dropped as late: counted per operator, logged (at most once per
-    ``LATE_LOG_INTERVAL_MS`` per operator, with the count since), and sent to
-    ``late.records.topic.name`` if set, with its timestamp and headers."""
-    runtime = ctx.runtime
+    """A DSL record dropped as late (``record_late``), judged by its own watermark."""
+    record_late(ctx.runtime, operator, None if ev.key is None else key_codec.dumps(ev.key), ev, ctx.own)
+
+
+def record_late(runtime: Any, operator: str, key: bytes | None, ev: Event, watermark: int) -> None:
+    """The one path of every late record (DSL operators and agents' windowed tables):
+    counted per operator, logged (at most once per ``LATE_LOG_INTERVAL_MS`` per operator,
+    with the count since), and sent to ``late.records.topic.name`` if set, with its
+    timestamp and headers (the internal watermark stamp left out)."""
     metrics = runtime.metrics
     metrics.late_records += 1
     metrics.late_by_operator[operator] = metrics.late_by_operator.get(operator, 0) + 1
-    ctx.late.note(operator, ev, ctx.own)
+    runtime.late_log.note(operator, ev, watermark)
     topic = runtime.settings.late_records_topic
     if topic:
-        runtime.send_soon_raw(topic, None if ev.key is None else key_codec.dumps(ev.key),
-                              orjson.dumps(jsonable(ev.value)), headers=ev.headers or None, timestamp=ev.timestamp)
+        headers = [h for h in ev.headers if h[0] != WM_HEADER]
+        runtime.send_soon_raw(topic, key, orjson.dumps(jsonable(ev.value)), headers=headers or None,
+                              timestamp=ev.timestamp)
 
 
 LATE_LOG_INTERVAL_MS = 10_000

@@ -61,6 +61,7 @@ from streamkit.streams.gate import AckTracker, ProcessingGate
 from streamkit.streams.metrics import Metrics
 from streamkit.streams.ordering import by_timestamp
 from streamkit.streams.partitioners import PartitionerDetector
+from streamkit.streams.processing import LateLog
 from streamkit.streams.progress import ProgressReporter
 from streamkit.streams.progress import Task as ProgressTask
 from streamkit.streams.table import StateDefinitionError, WindowedTable
@@ -162,6 +163,7 @@ class Runtime:
         self.gate = ProcessingGate()
         self.acks = AckTracker()
         self.metrics = Metrics()
+        self.late_log = LateLog(self.clock)
         self.progress = ProgressReporter()
         self._catch_up: ProgressTask | None = None
         self._next_lag_check = 0.0

@@ -37,13 +37,13 @@ from streamkit.streams.codecs import StrCodec, codec_for
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.metrics import RestoreProgress
 from streamkit.streams.partitioners import Partitioner, murmur2_partition
-from streamkit.streams.processing import jsonable
+from streamkit.streams.processing import record_late
 from streamkit.streams.progress import Task as ProgressTask
 from streamkit.streams.topic import partition_for_key
+from streamkit.streams.watermarks import InputClock
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
-    StreamTime,
     TumblingWindows,
     Window,
     duration_ms,
@@ -141,7 +141,7 @@ class Table:
         self.expires_ms: int | None = None
         self._store: Store | None = None
         self._txns: dict[int, Transaction] = {}
-        self._stream_time: dict[int, StreamTime] = {}
+        self._stream_time: dict[int, InputClock] = {}
         # The stream time each partition's store holds: a windowed update only moves the
         # in-memory one, and prepare_commit writes it once per commit, not once per event.
         self._stream_time_saved: dict[int, int] = {}
@@ -351,8 +351,11 @@ class Table:
         # Stream time comes back with the state: starting again from nothing would accept
         # records for windows that were already expired (and deleted) before the restart.
         raw = txn.get(_STREAM_TIME_KEY) if self.window is not None else None
-        self._stream_time[partition] = StreamTime(int(raw) if raw else MIN_TIMESTAMP)
-        self._stream_time_saved[partition] = self._stream_time[partition].value
+        clock = InputClock(None, 0)
+        if raw:
+            clock.restore({"marks": {"0": int(raw)}, "last": int(raw)}, 0)
+        self._stream_time[partition] = clock
+        self._stream_time_saved[partition] = clock.value(0)
 
     def revoke(self, partitions: set[int]) -> None:
         if self._store is None:
@@ -375,9 +378,10 @@ class Table:
         out = {}
         for p, txn in self._txns.items():
             st = self._stream_time.get(p)
-            if st is not None and st.value != self._stream_time_saved.get(p, MIN_TIMESTAMP):
-                txn.set(_STREAM_TIME_KEY, str(st.value).encode())  # restored by restore()
-                self._stream_time_saved[p] = st.value
+            if st is not None and st.value(0) != self._stream_time_saved.get(p, MIN_TIMESTAMP):
+                now = st.value(0)
+                txn.set(_STREAM_TIME_KEY, str(now).encode())  # restored by restore()
+                self._stream_time_saved[p] = now
             if txn.pending:
                 out[p] = txn.changelog_records()
         return out
@@ -396,9 +400,9 @@ class Table:
             return
         for p, txn in self._txns.items():
             st = self._stream_time.get(p)
-            if st is None or st.value == MIN_TIMESTAMP or txn.status != TransactionStatus.OPEN:
+            if st is None or st.value(0) == MIN_TIMESTAMP or txn.status != TransactionStatus.OPEN:
                 continue
-            threshold = st.value - self.expires_ms
+            threshold = st.value(0) - self.expires_ms
             if threshold <= self._expired_up_to.get(p, MIN_TIMESTAMP):
                 continue  # stream time has not moved: nothing new can have expired
             WindowedTransaction(txn).expire_windows(threshold)
@@ -686,8 +690,10 @@ class WindowedTable:
         txn, p = table._txn_for(kb)
         stream_time = table._stream_time.get(p)
         if stream_time is None:
-            stream_time = table._stream_time[p] = StreamTime()
-        now = stream_time.observe(ts)
+            stream_time = table._stream_time[p] = InputClock(None, 0)
+        # The partition's watermark, the one stream-time implementation (an agent's table is
+        # fed by one input partition: its largest timestamp so far).
+        now = stream_time.observe(0, ts, 0)
         view = WindowedTransaction(txn)
         codec = table.value_codec
         default = table.default
@@ -711,20 +717,15 @@ class WindowedTable:
                 old = None
             view.store_window(slot, kb, start, end, codec.dumps(fn(old)), new=raw is None)
         if late:
-            self._late(kb)
+            self._late(kb, now)
 
-    def _late(self, key_bytes: bytes) -> None:
-        """The event's windows are all expired: count it once and, with
-        ``late.records.topic.name``, send it there (key: the table key; value: the event's
-        value as JSON), as the DSL does with its late records."""
+    def _late(self, key_bytes: bytes, watermark: int) -> None:
+        """The event's windows are all expired: handled as the DSL's late records are
+        (``processing.record_late``; key: the table key)."""
         runtime = self.table._runtime
-        if runtime is None:
-            return
-        runtime.metrics.late_records += 1
-        topic = runtime.settings.late_records_topic
         event = current_event()
-        if topic and event is not None:
-            runtime.produce_raw(topic, key_bytes, orjson.dumps(jsonable(event.value)))
+        if runtime is not None and event is not None:
+            record_late(runtime, self.table.name, key_bytes, event, watermark)
 
     def value_at(self, key: Any, timestamp: int) -> Any:
         view, kb, _p = self._view(key)

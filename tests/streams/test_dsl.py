@@ -33,13 +33,12 @@ from streamkit.streams.windows import (
     Window,
     WindowSpec,
     is_late,
-    sessionize,
-    sliding_aggregate,
     windows_for,
 )
 from streamkit.testing import http_get
 
 from .conftest import Probe, eventually, running
+from .oracles import sessionize, sliding_aggregate
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -24,6 +24,7 @@ from streamkit.state import MemoryBackend, StorePartition
 from streamkit.streams.app import App
 from streamkit.streams.dsl import CompiledSource, compile_pipelines
 from streamkit.streams.metrics import Metrics
+from streamkit.streams.processing import LateLog
 from streamkit.streams.topic import partition_for_key
 from streamkit.streams.watermarks import WM_HEADER, InputClock, decode_stamp, encode_stamp
 from streamkit.streams.windows import MIN_TIMESTAMP
@@ -63,6 +64,13 @@ class Worker:
 
     def clock(self) -> int:
         return self.wall
+
+    @property
+    def late_log(self) -> LateLog:
+        return self._late_log
+
+    def __post_init__(self) -> None:
+        self._late_log = LateLog(self.clock)
 
     def topic_partitions(self, name: str) -> int | None:
         topic = self.app.topics.get(name)

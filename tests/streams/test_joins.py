@@ -32,7 +32,6 @@ from streamkit.streams.joins import (
     Joined,
     JoinHow,
     JoinWindows,
-    MemoryJoinBuffers,
     TableJoinUpdate,
     expire_stream_join,
     stream_join,
@@ -43,6 +42,7 @@ from streamkit.streams.topic import partition_for_key
 from streamkit.streams.windows import MIN_TIMESTAMP
 
 from .conftest import Probe, running
+from .oracles import MemoryJoinBuffers
 
 pytestmark = pytest.mark.timeout(120)
 
