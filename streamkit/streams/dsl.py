@@ -518,7 +518,6 @@ class _StreamJoin:
         ctx.loaders.append(self._load)
         self.key_codec = KeyCodec()
         self._final_before: dict[int, int] = {}
-        self._expired_at: dict[int, int] = {}  # per partition: the stream time expiry ran at
 
     def _load(self, partition: int) -> None:
         txn = self.stores[0]._txns.get(partition)
@@ -535,7 +534,7 @@ class _StreamJoin:
         # the minimum over both sides' inputs (tick()).
         own = ev.timestamp if ev.timestamp > ctx.own else ctx.own
         # What the join already expired is final, also for an input that was idle then.
-        expired = self._expired_at.get(ctx.partition, MIN_TIMESTAMP)
+        expired = self.times.closed.get(ctx.partition, MIN_TIMESTAMP)
         if expired > own:
             own = expired
         buffers = self._buffers(left)
@@ -562,7 +561,7 @@ class _StreamJoin:
         final_before = self.windows.final_before(now)
         if now != MIN_TIMESTAMP and self._final_before.get(p) != final_before:
             self._final_before[p] = final_before
-            self._expired_at[p] = now
+            self.times.closed[p] = now  # stored with the join's state: final after a restart too
             for result in expire_stream_join(self._buffers(left), self.windows, self.how, now):
                 self._out(result)
         self.times.persist(p, left)

@@ -374,18 +374,25 @@ async def test_windowed_aggregations_match_the_oracle(make_app: Any, probe: Prob
         assert late == 0
 
 
-async def test_late_records_go_to_the_late_topic(make_app: Any, probe: Probe) -> None:
+async def test_late_records_go_to_the_late_topic(make_app: Any, probe: Probe,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
     app = make_app(config={"late.records.topic.name": f"late-{make_app().id}"})
     late_topic = app.settings.late_records_topic
     source = app.topic(f"{app.id}-in", value_type=int, partitions=PARTITIONS)
-    app.stream(source).window(streamkit.tumbling(ms=100), grace=10).count().final().to(f"{app.id}-counts")
+    app.stream(source).window(streamkit.tumbling(ms=100), grace=10).count(name="c").final().to(f"{app.id}-counts")
     records = [("k", 1, T0 + 5), ("k", 2, T0 + 150), ("k", 3, T0 + 50), ("k", 4, T0 + 105), ("k", 5, T0 + 250)]
     async with running(app) as runtime:
-        await probe.produce_many(source.name, encode_records(records))
+        for key, value, ts in encode_records(records):
+            await probe.produce(source.name, value, key=key, timestamp=ts, headers=[("trace", b"t-%d" % ts)])
         await probe.settle(runtime)
         assert runtime.metrics.late_records == 1
+        assert runtime.metrics.late_by_operator == {"c": 1}
         late = await eventually(lambda: _nonempty(probe, late_topic), "the late record")
     assert [(r.key, orjson.loads(r.value)) for r in late] == [(b'"k"', 3)]
+    # Its own timestamp and headers.
+    assert late[0].timestamp == T0 + 50
+    assert list(late[0].headers) == [("trace", b"t-%d" % (T0 + 50))]
+    assert "c: dropped 1 late record(s)" in caplog.text
     outs = await read_out(probe, f"{app.id}-counts")
     assert [(o.value["start"] - T0, o.value["value"]) for o in outs] == [(0, 1), (100, 2)]
 
