@@ -25,6 +25,8 @@ class Metrics:
     processed_total: int = 0
     late_records: int = 0
     late_by_operator: dict[str, int] = field(default_factory=dict)
+    paused_for_alignment: int = 0
+    alignment_pauses: int = 0
     deserialization_errors: int = 0
     commits: int = 0
     restore: dict[tuple[str, int], RestoreProgress] = field(default_factory=dict)
@@ -90,6 +92,10 @@ class Metrics:
         lines += [
             "# TYPE streamkit_deserialization_errors_total counter",
             f'streamkit_deserialization_errors_total{{app="{app_id}"}} {self.deserialization_errors}',
+            "# HELP streamkit_paused_for_alignment Input partitions paused because they run ahead of the slowest "
+            "(max.task.idle.ms).",
+            "# TYPE streamkit_paused_for_alignment gauge",
+            f'streamkit_paused_for_alignment{{app="{app_id}"}} {self.paused_for_alignment}',
             "# TYPE streamkit_commits_total counter",
             f'streamkit_commits_total{{app="{app_id}"}} {self.commits}',
             "# HELP streamkit_restore_records Changelog records restored / to restore per table partition.",

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
-__all__ = ["by_timestamp"]
+__all__ = ["Alignment", "by_timestamp"]
 
 MIN_SLICE = 32
 
@@ -51,3 +52,37 @@ def by_timestamp(batch: Mapping[K, Sequence[R]], min_slice: int = MIN_SLICE) -> 
         yield keys[i], records[start:end]
         if end < len(records):
             heapq.heappush(heap, (records[end].timestamp, i, end))
+
+
+@dataclass
+class Alignment(Generic[K]):
+    """Which input partitions to pause because they run ahead of the slowest one that still
+    has records to read (Kafka Streams' ``max.task.idle.ms``: how long a task waits for a
+    lagging input before going on with the others; Flink's watermark alignment).
+
+    ``update`` takes each partition's watermark (its largest timestamp so far), the
+    partitions with records left to read, and the wall clock; it returns ``(pause,
+    resume)``. A partition ahead of the slowest lagging one is paused; it is resumed once it
+    is no longer ahead, or after ``max_idle_ms`` paused (then it runs until it is caught up
+    with, so that a partition that cannot move, a slow or stuck one, starves nobody)."""
+
+    max_idle_ms: int
+    paused: dict[K, int] = field(default_factory=dict)  # partition -> wall ms it was paused at
+    released: set[K] = field(default_factory=set)
+
+    def update(self, watermarks: Mapping[K, int], lagging: set[K], now: int) -> tuple[set[K], set[K]]:
+        behind = [watermarks[k] for k in lagging if k in watermarks]
+        slowest = min(behind) if behind else None
+        ahead = {k for k, wm in watermarks.items() if slowest is not None and wm > slowest}
+        self.released &= ahead
+        pause = {k for k in ahead - self.released if k not in self.paused}
+        resume = {k for k in self.paused if k not in ahead}
+        for k, since in self.paused.items():
+            if k in ahead and now - since >= self.max_idle_ms:
+                resume.add(k)
+                self.released.add(k)
+        for k in resume:
+            self.paused.pop(k, None)
+        for k in pause:
+            self.paused[k] = now
+        return pause, resume

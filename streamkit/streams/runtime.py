@@ -59,13 +59,14 @@ from streamkit.streams.event import Event
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.gate import AckTracker, ProcessingGate
 from streamkit.streams.metrics import Metrics
-from streamkit.streams.ordering import by_timestamp
+from streamkit.streams.ordering import Alignment, by_timestamp
 from streamkit.streams.partitioners import PartitionerDetector
 from streamkit.streams.processing import LateLog
 from streamkit.streams.progress import ProgressReporter
 from streamkit.streams.progress import Task as ProgressTask
 from streamkit.streams.table import StateDefinitionError, WindowedTable
 from streamkit.streams.topic import Topic
+from streamkit.streams.windows import MIN_TIMESTAMP
 from streamkit.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
@@ -195,6 +196,9 @@ class Runtime:
         # Per consumed topic: how its producers place keyed records (declared or detected).
         self._partitioning: dict[str, PartitionerDetector] = {}
         self._announced_idle: set[TP] = set()
+        # max.task.idle.ms > 0: input partitions ahead of the slowest lagging one are paused.
+        self._alignment: Alignment[TP] | None = (
+            Alignment(self.settings.max_task_idle_ms) if self.settings.max_task_idle_ms > 0 else None)
         self._assignor = StreamsAssignor(
             standby_replicas=self.settings.num_standby_replicas,
             stateful_tasks=lambda: max((t.partitions for t in self._local_tables()), default=0),
@@ -525,6 +529,8 @@ class Runtime:
                         # Lowest timestamp first, in slices (streamkit.streams.ordering).
                         for tp, records in by_timestamp(batch):
                             await self._route(tp.topic, tp.partition, list(records))
+                if self._alignment is not None:
+                    await self._align()
                 if self.settings.window_idle_close_ms and not any(tp.topic in self._pipelines for tp in batch):
                     # Pipelines tick after each of their batches; with none, idle partitions'
                     # windows would never close by wall clock (an app whose input stopped
@@ -614,6 +620,39 @@ class Runtime:
                     if reported is not None:
                         out[(operator.name, partition)] = reported
         return out
+
+    async def _align(self) -> None:
+        """Pause the DSL's input partitions that run ahead of the slowest one with records
+        left to read, and resume them as it catches up (``ordering.Alignment``): a backfill
+        then moves all partitions' event time together, so windows downstream close steadily
+        instead of staying open until the last partition is read."""
+        consumer, alignment = self._consumer, self._alignment
+        if consumer is None or alignment is None:
+            return
+        watermarks: dict[TP, int] = {}
+        lagging: set[TP] = set()
+        for topic, sources in self._pipelines.items():
+            external = [c for c in sources if not c.stamped]
+            if not external:
+                continue
+            clocks = external[0].ctx.clocks
+            for t, p in self.assigned:
+                if t != topic:
+                    continue
+                clock = clocks.get((t, p))
+                watermarks[(t, p)] = clock.marks.get(0, MIN_TIMESTAMP) if clock is not None else MIN_TIMESTAMP
+                tp = TopicPartition(t, p)
+                high = consumer.highwater(tp)
+                if high is None or await consumer.position(tp) < high:
+                    lagging.add((t, p))
+        pause, resume = alignment.update(watermarks, lagging, self.clock())
+        if pause:
+            consumer.pause(*(TopicPartition(*tp) for tp in sorted(pause)))
+            self.metrics.alignment_pauses += len(pause)
+        resume = {tp for tp in resume if tp[1] not in self._restores and tp in self.assigned}
+        if resume:
+            consumer.resume(*(TopicPartition(*tp) for tp in sorted(resume)))
+        self.metrics.paused_for_alignment = len(alignment.paused)
 
     async def _mark_idle_inputs(self) -> None:
         """Partitions of a pipeline's external topics that never had a record and are read to

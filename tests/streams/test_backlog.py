@@ -132,6 +132,28 @@ async def test_backlog_gives_the_batch_reference(make_app: Any, probe: Probe, wo
     assert got == expected
 
 
+async def test_backlog_with_partitions_aligned(make_app: Any, probe: Probe) -> None:
+    """max.task.idle.ms: partitions that run ahead of the slowest one are paused until it
+    catches up (small fetches, so that they do); the results are the same."""
+    clicks = backlog(6, per_partition=400)
+    expected = reference(clicks)
+    app = make_app(config={"num.partitions": 2, "max.task.idle.ms": 10_000, "max.poll.records": 10})
+    topic = f"{app.id}-clicks"
+    await probe.create_topic(topic, SOURCE_PARTITIONS)
+    # Partition by partition, so that the first ones read are far ahead of the others.
+    by_partition: dict[int, list[Click]] = defaultdict(list)
+    for click in clicks:
+        by_partition[partition_for_key(click[0].encode(), SOURCE_PARTITIONS)].append(click)
+    for p in sorted(by_partition):
+        await probe.produce_many(topic, encode(by_partition[p]))
+    count_pages(app, app.topic(topic, partitions=SOURCE_PARTITIONS), f"{app.id}-counts")
+    async with running(app) as runtime:
+        got = await until_results(probe, f"{app.id}-counts", expected)
+        assert runtime.metrics.late_records == 0
+        assert runtime.metrics.alignment_pauses > 0
+    assert got == expected
+
+
 async def test_skewed_live_partitions(make_app: Any, probe: Probe) -> None:
     """Live input where one partition runs ten minutes ahead of the others: nothing of the
     slower partitions is dropped, and windows close as the slowest partition moves."""
