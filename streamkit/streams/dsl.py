@@ -45,7 +45,7 @@ import operator
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -76,6 +76,7 @@ from streamkit.streams.processing import (
     OperatorTime,
     Out,
     OutputCodec,
+    PipelineRuntime,
     WindowResult,
     jsonable,
     send_late,
@@ -93,12 +94,42 @@ from streamkit.streams.windows import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from aiokafka.structs import ConsumerRecord
 
     from streamkit.state.transaction import Transaction
-    from streamkit.streams.app import App
-    from streamkit.streams.runtime import Runtime
+    from streamkit.streams.settings import AppSettings
     from streamkit.streams.table import Table
+
+
+class App(Protocol):
+    """What the DSL needs of an app: its settings, topics, tables and the graph's sinks (and,
+    for the state tables it creates, what a table needs of an app)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def settings(self) -> AppSettings: ...
+
+    @property
+    def streams(self) -> list[StreamNode]: ...
+
+    @property
+    def tables(self) -> dict[str, Table]: ...
+
+    @property
+    def topics(self) -> dict[str, Topic]: ...
+
+    def topic(self, *args: Any, **kwargs: Any) -> Topic: ...
+
+    def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
+
+    def Table(self, *args: Any, **kwargs: Any) -> Table: ...
 
 __all__ = [
     "CoPartitionError",
@@ -807,7 +838,7 @@ def _holdback_ms(node: StreamNode) -> int:
     return total
 
 
-def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
+def compile_pipelines(app: App, runtime: PipelineRuntime) -> list[CompiledSource]:
     """Build the processors of every node reachable from the app's sinks."""
     ctx = Context(runtime)
     downstream: dict[int, list[StreamNode]] = {}

@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from pydantic import BaseModel
@@ -18,9 +18,45 @@ from streamkit.streams.windows import MIN_TIMESTAMP
 
 if TYPE_CHECKING:
     from streamkit.state.transaction import Transaction
-    from streamkit.streams.runtime import Runtime
-    from streamkit.streams.table import Table
+    from streamkit.streams.metrics import Metrics
+    from streamkit.streams.settings import AppSettings
     from streamkit.streams.topic import Topic
+
+
+class PipelineRuntime(Protocol):
+    """What the DSL's processors need of the worker running them (the runtime, or a test's
+    driver): settings, clock, metrics, decoding and producing."""
+
+    @property
+    def settings(self) -> AppSettings: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def late_log(self) -> LateLog: ...
+
+    def clock(self) -> int: ...
+
+    def decode(self, topic: Topic, record: Any) -> Event | None: ...
+
+    async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                      timestamp: int | None = None, partition: int | None = None, track: bool = True) -> Any: ...
+
+    def topic_partitions(self, topic: str) -> int | None: ...
+
+    def send_soon_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                      timestamp: int | None = None) -> None: ...
+
+
+class StateTable(Protocol):
+    """What the processors need of a table holding operator state: its open transactions."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def _txns(self) -> dict[int, Transaction]: ...
 
 __all__ = [
     "STREAM_TIME_KEY",
@@ -32,6 +68,8 @@ __all__ = [
     "OperatorTime",
     "Out",
     "OutputCodec",
+    "PipelineRuntime",
+    "StateTable",
     "WindowResult",
     "jsonable",
     "record_late",
@@ -112,7 +150,7 @@ class Out:
 class Context:
     """What processors share while one batch of one partition runs."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: PipelineRuntime) -> None:
         self.runtime = runtime
         self.partition = -1
         self.outbox: list[Out] = []
@@ -145,7 +183,7 @@ class Context:
             clock = self.clocks[(topic, partition)] = InputClock(self.upstream.get(topic), self.runtime.clock())
         return clock
 
-    def txn(self, table: Table) -> Transaction:
+    def txn(self, table: StateTable) -> Transaction:
         txn = table._txns.get(self.partition)
         if txn is None:
             raise CoPartitionError(
@@ -159,7 +197,7 @@ def send_late(ctx: Context, key_codec: KeyCodec, ev: Event, operator: str) -> No
     record_late(ctx.runtime, operator, None if ev.key is None else key_codec.dumps(ev.key), ev, ctx.own)
 
 
-def record_late(runtime: Any, operator: str, key: bytes | None, ev: Event, watermark: int) -> None:
+def record_late(runtime: PipelineRuntime, operator: str, key: bytes | None, ev: Event, watermark: int) -> None:
     """The one path of every late record (DSL operators and agents' windowed tables):
     counted per operator, logged (at most once per ``LATE_LOG_INTERVAL_MS`` per operator,
     with the count since), and sent to ``late.records.topic.name`` if set, with its

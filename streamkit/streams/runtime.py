@@ -38,7 +38,7 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.abc import ConsumerRebalanceListener
@@ -70,10 +70,53 @@ from streamkit.streams.windows import MIN_TIMESTAMP
 from streamkit.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
     from streamkit.broker.server import Broker
-    from streamkit.streams.app import App
-    from streamkit.streams.dsl import CompiledSource
+    from streamkit.streams.dsl import CompiledSource, StreamNode
+    from streamkit.streams.settings import AppSettings
     from streamkit.streams.table import Table
+
+
+class App(Protocol):
+    """What the runtime needs of the app it runs: what it declared (topics, tables, agents,
+    timers, DSL sinks), its settings and directories; ``runtime`` is set while it runs."""
+
+    runtime: Runtime | None
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def settings(self) -> AppSettings: ...
+
+    @property
+    def data_dir(self) -> Path: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def topics(self) -> dict[str, Topic]: ...
+
+    @property
+    def tables(self) -> dict[str, Table]: ...
+
+    @property
+    def agents(self) -> dict[str, Agent]: ...
+
+    @property
+    def timers(self) -> list[tuple[int, Callable[[], Awaitable[None]], str]]: ...
+
+    @property
+    def streams(self) -> list[StreamNode]: ...
+
+    def topic(self, *args: Any, **kwargs: Any) -> Topic: ...
+
+    def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
+
+    def Table(self, *args: Any, **kwargs: Any) -> Table: ...
 
 __all__ = ["BadRecordError", "DeliveryError", "Runtime", "StartupError"]
 

@@ -22,7 +22,7 @@ import operator
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -39,7 +39,7 @@ from streamkit.streams.metrics import RestoreProgress
 from streamkit.streams.partitioners import Partitioner, murmur2_partition
 from streamkit.streams.processing import record_late
 from streamkit.streams.progress import Task as ProgressTask
-from streamkit.streams.topic import partition_for_key
+from streamkit.streams.topic import Topic, partition_for_key
 from streamkit.streams.watermarks import InputClock
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
@@ -53,8 +53,42 @@ from streamkit.streams.windows import (
 )
 
 if TYPE_CHECKING:
-    from streamkit.streams.app import App
-    from streamkit.streams.runtime import Runtime
+    from pathlib import Path
+
+    from streamkit.streams.partitioners import PartitionerDetector
+    from streamkit.streams.processing import PipelineRuntime
+    from streamkit.streams.progress import ProgressReporter
+    from streamkit.streams.settings import AppSettings
+
+    class Runtime(PipelineRuntime, Protocol):
+        """What a table needs of the worker: the broker, metrics, progress, partitioners
+        and producing (its changelog records), besides what late records need."""
+
+        @property
+        def bootstrap(self) -> str | None: ...
+
+        @property
+        def progress(self) -> ProgressReporter: ...
+
+        def partitioning(self, topic: str) -> PartitionerDetector: ...
+
+        def produce_raw(self, topic: str, key: bytes | None, value: bytes | None,
+                        partition: int | None = None) -> None: ...
+
+
+class App(Protocol):
+    """What a table needs of its app: names, where its state lives, its changelog topic."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def settings(self) -> AppSettings: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
 
 __all__ = ["GlobalTable", "NotCoPartitionedError", "PartitionCountError", "Table", "TableNotOwned", "WindowSet", "WindowedTable"]
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import orjson
@@ -34,7 +34,40 @@ from streamkit.streams.codecs import CodecError
 from streamkit.streams.table import TableNotOwned
 
 if TYPE_CHECKING:
-    from streamkit.streams.runtime import Runtime
+    from streamkit.streams.metrics import Metrics
+    from streamkit.streams.table import Table
+
+
+class _App(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def tables(self) -> dict[str, Table]: ...
+
+
+class Runtime(Protocol):
+    """What the web endpoints need of the worker: its app, state and metrics."""
+
+    @property
+    def app(self) -> _App: ...
+
+    @property
+    def bootstrap(self) -> str | None: ...
+
+    @property
+    def assigned(self) -> set[tuple[str, int]]: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    def lag(self) -> dict[tuple[str, int], int]: ...
+
+    def standby_tasks(self) -> set[int]: ...
+
+    def standby_lag(self) -> dict[tuple[str, int], int]: ...
+
+    def stream_times(self) -> dict[tuple[str, int], tuple[int, int]]: ...
 
 __all__ = ["WebServer", "advertised_client_id"]
 
