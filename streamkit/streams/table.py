@@ -46,8 +46,8 @@ from streamkit.streams.windows import (
     HoppingWindows,
     TumblingWindows,
     Window,
-    duration_ms,
     expired,
+    seconds_ms,
     window_starts,
     windows_for,
 )
@@ -144,17 +144,6 @@ def partition_count_message(table: Table, topic: str, count: int, agent: str | N
             f"(its repartition topic has num.partitions partitions)")
 
 
-def _seconds_to_ms(value: float | timedelta, what: str) -> int:
-    """Faust-style sizes: seconds (int or float) or a timedelta."""
-    if isinstance(value, timedelta):
-        return duration_ms(value)
-    return duration_ms(seconds=value) if value else _raise(what)
-
-
-def _raise(what: str) -> int:
-    raise ValueError(f"{what} must be positive")
-
-
 class Table:
     is_global = False
 
@@ -203,19 +192,19 @@ class Table:
 
     def tumbling(self, size: float | timedelta, *, expires: float | timedelta | None = None) -> WindowedTable:
         """Windowed by tumbling windows of ``size`` seconds (or a timedelta)."""
-        spec = TumblingWindows(_seconds_to_ms(size, "window size"))
+        spec = TumblingWindows(seconds_ms(size, "window size"))
         return self._windowed(spec, expires)
 
     def hopping(self, size: float | timedelta, step: float | timedelta, *,
                 expires: float | timedelta | None = None) -> WindowedTable:
-        spec = HoppingWindows(_seconds_to_ms(size, "window size"), _seconds_to_ms(step, "window step"))
+        spec = HoppingWindows(seconds_ms(size, "window size"), seconds_ms(step, "window step"))
         return self._windowed(spec, expires)
 
     def _windowed(self, spec: TumblingWindows | HoppingWindows, expires: float | timedelta | None) -> WindowedTable:
         if self.window is not None:
             raise ValueError(f"table {self.name!r} is already windowed")
         self.window = spec
-        self.expires_ms = _seconds_to_ms(expires, "expires") if expires is not None else spec.size_ms * 10
+        self.expires_ms = seconds_ms(expires, "expires") if expires is not None else spec.size_ms * 10
         return WindowedTable(self)
 
     # -- fingerprint -------------------------------------------------------------------
@@ -677,7 +666,7 @@ class WindowSet:
 
     def delta(self, seconds: float | timedelta) -> Any:
         """The value in the window holding the current event's timestamp minus ``seconds``."""
-        return self.table.value_at(self.key, self.table.event_time() - _seconds_to_ms(seconds, "delta"))
+        return self.table.value_at(self.key, self.table.event_time() - seconds_ms(seconds, "delta"))
 
     def value(self) -> Any:
         return self.current()

@@ -64,6 +64,7 @@ __all__ = [
     "merge_session",
     "min_retention_ms",
     "plan_sliding",
+    "seconds_ms",
     "session",
     "sliding",
     "sliding_scan_range",
@@ -200,6 +201,15 @@ def duration_ms(
     return _duration(
         value, ms=ms, seconds=seconds, minutes=minutes, hours=hours, days=days, what="duration"
     )
+
+
+def seconds_ms(value: float | timedelta, what: str) -> int:
+    """Faust-style durations (timers, agents' windowed tables): seconds, int or float, or a
+    timedelta; a positive whole number of milliseconds (``duration_ms``'s checks)."""
+    ms = duration_ms(value) if isinstance(value, timedelta) else duration_ms(seconds=value)
+    if ms <= 0:
+        raise ValueError(f"{what} must be positive, got {ms} ms")
+    return ms
 
 
 def _grace(grace: int | timedelta | None) -> int:
