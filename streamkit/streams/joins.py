@@ -1,6 +1,6 @@
 """Join logic as pure code: no store, no clock, no I/O.
 
-The DSL runs these rules over its RocksDB-backed buffers (``dsl._StoreJoinBuffers``); the
+The DSL runs these rules over its RocksDB-backed buffers (``pipeline._StoreJoinBuffers``); the
 tests run them over ``MemoryJoinBuffers`` and compare them with batch joins. Time always
 comes in as an argument: stream time is the caller's (per partition, restored on restart).
 

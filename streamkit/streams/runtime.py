@@ -74,7 +74,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from streamkit.broker.server import Broker
-    from streamkit.streams.dsl import CompiledSource, StreamNode
+    from streamkit.streams.dsl import StreamNode
+    from streamkit.streams.pipeline import CompiledSource
     from streamkit.streams.settings import AppSettings
     from streamkit.streams.table import Table
 
@@ -461,7 +462,7 @@ class Runtime:
                 if stream.instance == 0:
                     self._agent_readers[stream.reads_from.name].append(stream)
         if self.app.streams:
-            from streamkit.streams.dsl import compile_pipelines
+            from streamkit.streams.pipeline import compile_pipelines
 
             for compiled in compile_pipelines(self.app, self):
                 self._pipelines.setdefault(compiled.topic.name, []).append(compiled)

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 import streamkit
 from streamkit.state import MemoryBackend, StorePartition
 from streamkit.streams.app import App
-from streamkit.streams.dsl import CompiledSource, compile_pipelines
 from streamkit.streams.metrics import Metrics
+from streamkit.streams.pipeline import CompiledSource, compile_pipelines
 from streamkit.streams.processing import LateLog
 from streamkit.streams.topic import partition_for_key
 from streamkit.streams.watermarks import WM_HEADER, InputClock, decode_stamp, encode_stamp

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from streamkit.state import MemoryBackend, StorePartition
 from streamkit.state.windowed import WindowedTransaction
 from streamkit.streams.app import App
-from streamkit.streams.dsl import CoPartitionError, _StoreJoinBuffers
+from streamkit.streams.dsl import CoPartitionError
 from streamkit.streams.joins import (
     JoinBuffers,
     Joined,
@@ -37,6 +37,7 @@ from streamkit.streams.joins import (
     stream_join,
     table_join_update,
 )
+from streamkit.streams.pipeline import _StoreJoinBuffers
 from streamkit.streams.processing import KeyCodec
 from streamkit.streams.topic import partition_for_key
 from streamkit.streams.windows import MIN_TIMESTAMP
