@@ -1,7 +1,8 @@
-"""Key layouts for ordered range scans, and value codecs.
+"""Key layouts for ordered range scans.
 
 The store deals only in bytes; these helpers build keys whose *bytewise* order is the
-order the caller wants to scan in, and codecs the runtime may use to turn values into bytes.
+order the caller wants to scan in. Turning values into bytes is the streams layer's job
+(``streamkit.streams.codecs``, the one set of codecs).
 
 Integers are 64-bit signed, encoded big-endian with the sign bit flipped (``n + 2**63`` as
 unsigned), so bytewise order equals numeric order for negative values too.
@@ -20,18 +21,10 @@ Layouts (``len`` is a 4-byte big-endian length, ``i64`` the encoding above):
 from __future__ import annotations
 
 import struct
-from typing import Any, Protocol, TypeVar
-
-import orjson
 
 __all__ = [
     "INT64_MAX",
     "INT64_MIN",
-    "BytesCodec",
-    "Codec",
-    "Int64Codec",
-    "JsonCodec",
-    "StrCodec",
     "decode_int64",
     "encode_int64",
     "next_prefix",
@@ -148,55 +141,3 @@ def parse_window_expiry_key(data: bytes) -> tuple[bytes, int, int]:
     (end,) = _U64.unpack_from(data)
     (start,) = _U64.unpack_from(data, len(data) - 8)
     return data[8:-8], int(start) - _BIAS, int(end) - _BIAS
-
-
-T = TypeVar("T")
-
-
-class Codec(Protocol[T]):
-    """Turns values of one type into bytes and back. The store never calls codecs itself;
-    the runtime (or an application's table definition) picks one per table."""
-
-    def dumps(self, value: T) -> bytes: ...
-
-    def loads(self, data: bytes) -> T: ...
-
-
-class BytesCodec:
-    """The identity: values already are bytes."""
-
-    def dumps(self, value: bytes) -> bytes:
-        return value
-
-    def loads(self, data: bytes) -> bytes:
-        return data
-
-
-class StrCodec:
-    """UTF-8 text."""
-
-    def dumps(self, value: str) -> bytes:
-        return value.encode()
-
-    def loads(self, data: bytes) -> str:
-        return data.decode()
-
-
-class JsonCodec:
-    """JSON via orjson: compact, and fast enough to serialize once per write."""
-
-    def dumps(self, value: Any) -> bytes:
-        return orjson.dumps(value)
-
-    def loads(self, data: bytes) -> Any:
-        return orjson.loads(data)
-
-
-class Int64Codec:
-    """Signed 64-bit integers, order-preserving (usable in keys as well as values)."""
-
-    def dumps(self, value: int) -> bytes:
-        return encode_int64(value)
-
-    def loads(self, data: bytes) -> int:
-        return decode_int64(data)

@@ -14,17 +14,31 @@ records are taken, a later write would reach the store but never the changelog.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn, Protocol
 
+from streamkit.state.backend import Change
 from streamkit.state.errors import TransactionStateError
 from streamkit.state.sortedkeys import SortedKeys
 
-if TYPE_CHECKING:
-    from streamkit.state.partition import StorePartition
+__all__ = ["PartitionStore", "Transaction", "TransactionStatus"]
 
-__all__ = ["Transaction", "TransactionStatus"]
+
+class PartitionStore(Protocol):
+    """What a transaction needs of the store partition under it (``partition.StorePartition``):
+    committed reads, the atomic write of a commit, and ending its turn."""
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def iter_range(self, lo: bytes = b"", hi: bytes | None = None,
+                   reverse: bool = False) -> Iterator[tuple[bytes, bytes]]: ...
+
+    def write(self, changes: Iterable[Change], changelog_offset: int | None = None) -> None: ...
+
+    def begin(self) -> Transaction: ...
+
+    def _release(self, tx: Transaction) -> None: ...
 
 
 class TransactionStatus(enum.Enum):
@@ -43,11 +57,11 @@ _MISSING = _Missing.TOKEN
 
 
 class Transaction:
-    """Buffered reads and writes over one ``StorePartition``; get one from ``begin()``."""
+    """Buffered reads and writes over one store partition (``StorePartition``); get one from ``begin()``."""
 
     __slots__ = ("_cache", "_cache_bytes", "_index", "_partition", "_readable", "_status", "_writable")
 
-    def __init__(self, partition: StorePartition) -> None:
+    def __init__(self, partition: PartitionStore) -> None:
         self._partition = partition
         self._cache: dict[bytes, bytes | None] = {}
         # The cache's keys in order, built on the first range scan only: a transaction
@@ -79,7 +93,7 @@ class Transaction:
         return self._status
 
     @property
-    def partition(self) -> StorePartition:
+    def partition(self) -> PartitionStore:
         return self._partition
 
     @property

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from streamkit.streams.codecs import StrCodec, codec_for
 from streamkit.streams.event import Event
@@ -30,8 +30,22 @@ from streamkit.streams.inbox import Inbox
 from streamkit.streams.topic import Topic
 
 if TYPE_CHECKING:
-    from streamkit.streams.app import App
-    from streamkit.streams.runtime import Runtime
+    from streamkit.streams.gate import ProcessingGate
+
+
+class App(Protocol):
+    """What an agent needs of its app: the repartition topic of a ``group_by``."""
+
+    def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
+
+
+class Runtime(Protocol):
+    """What an agent's stream needs of the worker: the processing gate and acknowledging."""
+
+    @property
+    def gate(self) -> ProcessingGate: ...
+
+    def ack(self, stream: AgentStream, event: Event) -> None: ...
 
 __all__ = ["SKIPPED", "Agent", "AgentStream", "current_event"]
 

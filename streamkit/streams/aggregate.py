@@ -26,7 +26,7 @@ from streamkit.streams.processing import (
     Context,
     Emit,
     KeyCodec,
-    StreamTimes,
+    OperatorTime,
     WindowResult,
     jsonable,
     send_late,
@@ -182,10 +182,15 @@ class WindowAggregate:
         self.merge = agg.merge
         self.extract = agg.timestamp
         self.table = table
+        self.name = table.name
         self.mode = mode
         self.emit = emit
         self.ctx = ctx
-        self.times = StreamTimes(ctx.runtime.clock)
+        # With its own timestamp extractor, the operator's time is its own: the largest
+        # extracted timestamp per partition (the input's clock runs on other timestamps).
+        self._own_clock = f"{table.name}@timestamp" if self.extract is not None else None
+        self.times = OperatorTime(ctx, (self._own_clock or table.route.name,))
+        ctx.loaders.append(self._load)
         self.key_codec = KeyCodec()
         spec = self.spec
         self.fixed = spec if isinstance(spec, TumblingWindows | HoppingWindows) else None
@@ -194,13 +199,30 @@ class WindowAggregate:
         self.retention = agg.retention_ms
         self._open: dict[bytes, _OpenWindow] = {}
 
+    def _load(self, partition: int) -> None:
+        txn = self.table._txns.get(partition)
+        if txn is not None:
+            self.times.load(partition, txn)
+
     def process(self, ev: Event) -> None:
         if self.extract is not None:
             ev = Event(ev.key, ev.value, extract_timestamp(self.extract, ev), ev.headers, ev.topic, ev.partition,
                        ev.offset)
         txn = self.ctx.txn(self.table)
-        # Saved by tick() after the batch: a store write per record cost more than the rest.
-        now = self.times.observe(self.ctx.partition, txn, ev.timestamp, persist=False)
+        # Lateness is judged by the record's own partition's watermark (Kafka observes the
+        # record's timestamp first): independent of how partitions interleave. Windows
+        # close by the operator's stream time, the minimum over its inputs, in tick().
+        if self._own_clock is not None:
+            ctx = self.ctx
+            now = ctx.clock(self._own_clock, ctx.partition).observe(0, ev.timestamp, ctx.wall)
+        else:
+            own = self.ctx.own
+            now = ev.timestamp if ev.timestamp > own else own
+        # A window the operator closed is final, also for an input that was idle then (left
+        # out of the minimum) and comes back behind it.
+        closed = self.times.closed.get(self.ctx.partition, MIN_TIMESTAMP)
+        if closed > now:
+            now = closed
         view = WindowedTransaction(txn)
         kb = self.key_codec.dumps(ev.key)
         spec = self.spec
@@ -212,10 +234,20 @@ class WindowAggregate:
             self._session(spec, view, kb, ev, now)
 
     def _late(self, ev: Event) -> None:
-        send_late(self.ctx, self.key_codec, ev)
+        send_late(self.ctx, self.key_codec, ev, self.table.name)
 
     def _result(self, ev_key: Any, w: Window, agg: Any, ts: int) -> None:
-        self.emit(Event(ev_key, WindowResult(ev_key, w.start, w.end, agg), ts, [], "", self.ctx.partition, -1))
+        self._emit(Event(ev_key, WindowResult(ev_key, w.start, w.end, agg), ts, [], "", self.ctx.partition, -1))
+
+    def _emit(self, ev: Event) -> None:
+        # A result is on time downstream: its own watermark is its timestamp (the chain's
+        # watermark downstream is held back by this operator's close offset, see dsl).
+        ctx = self.ctx
+        own, ctx.own = ctx.own, ev.timestamp
+        try:
+            self.emit(ev)
+        finally:
+            ctx.own = own
 
     def _fixed(self, spec: TumblingWindows | HoppingWindows, view: WindowedTransaction, kb: bytes, ev: Event,
                now: int) -> None:
@@ -329,29 +361,38 @@ class WindowAggregate:
 
     def _final(self, w: StoredWindow) -> None:
         key = self.key_codec.loads(w.key)
-        self.emit(Event(key, WindowResult(key, w.start_ms, w.end_ms, self.table.decode(w.value)), w.end_ms - 1, [], "",
-                        self.ctx.partition, -1))
+        self._emit(Event(key, WindowResult(key, w.start_ms, w.end_ms, self.table.decode(w.value)), w.end_ms - 1, [],
+                         "", self.ctx.partition, -1))
 
     def tick(self, now_wall: int) -> None:
         """After each batch: close the windows the batch's partition can close (once per
-        batch, not per record: a close is a range scan), then, with window.idle.close.ms,
-        let idle partitions' stream time follow the wall clock."""
+        batch, not per record: a close is a range scan); then, with window.idle.close.ms,
+        close what idleness lets every other owned partition close."""
         ctx = self.ctx
         p = ctx.partition
         txn = self.table._txns.get(p)
         if txn is not None:
             self._write_open(txn)
+            self._close_to_now(p, txn)
         else:
             self._open.clear()  # the partition was revoked under the batch: nothing to keep
-        if txn is not None and p in self.times.times:
-            self.times.persist(p, txn)
-            self.close(p, txn, self.times.for_partition(p, txn).value)
-        idle = ctx.runtime.settings.window_idle_close_ms
-        if not idle:
+        if not ctx.idle_ms:
             return
         # Every owned partition, not only those that saw a record since the worker started:
         # one restored with open windows must close them by wall clock too.
         for idle_p, idle_txn in list(self.table._txns.items()):
-            if self.times.advance_idle(idle_p, idle_txn, now_wall, idle):
+            if idle_p != p:
                 ctx.partition = idle_p
-                self.close(idle_p, idle_txn, self.times.times[idle_p].value)
+                self._close_to_now(idle_p, idle_txn)
+        ctx.partition = p
+
+    def _close_to_now(self, partition: int, txn: Transaction) -> None:
+        now = self.times.now(partition, txn)
+        if now > self.times.closed.get(partition, MIN_TIMESTAMP):
+            self.close(partition, txn, now)
+        self.times.persist(partition, txn)
+
+    def stream_time(self, partition: int) -> tuple[int, int] | None:
+        """(stream time, lag behind the furthest input) at ``partition``, for /metrics."""
+        txn = self.table._txns.get(partition)
+        return None if txn is None else self.times.report(partition, txn)

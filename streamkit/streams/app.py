@@ -18,6 +18,7 @@ from streamkit.streams.codecs import Codec
 from streamkit.streams.event import TimestampExtractor
 from streamkit.streams.settings import AppSettings, SettingsError
 from streamkit.streams.topic import Topic
+from streamkit.streams.windows import seconds_ms
 
 if TYPE_CHECKING:
     from streamkit.streams.dsl import StreamNode
@@ -49,10 +50,7 @@ def _broker_address(broker: str | None) -> str | None:
 
 def _interval_ms(interval: float | timedelta) -> int:
     """Timers take seconds (as Faust) or a timedelta; kept as integer milliseconds."""
-    ms = int(interval.total_seconds() * 1000) if isinstance(interval, timedelta) else int(interval * 1000)
-    if ms <= 0:
-        raise ValueError("timer interval must be positive")
-    return ms
+    return seconds_ms(interval, "timer interval")
 
 
 def _checked(settings: AppSettings) -> AppSettings:

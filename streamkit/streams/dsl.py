@@ -15,22 +15,28 @@ fetched batch, with output records collected in an outbox that is produced after
 
 Boundaries and state:
 
+- ``streamkit.streams.pipeline.compile_pipelines`` builds each node with the builder of its
+  kind (``_BUILDERS``).
 - ``group_by`` ends a chain: records are re-keyed and produced to the repartition topic
   ``{app}-{name}-repartition``; the chain continues from that topic, so every record of a
   key reaches one partition (and one worker).
 - Aggregations, ``to_table`` and joins keep their state in internal tables (local store +
   compacted changelog ``{app}-{name}-changelog``), restored like any table; stream time
-  (the per-partition event-time watermark that closes windows) is kept in the same store,
-  so windows close correctly after a restart.
+  (the minimum watermark over the partitions feeding the operator, carried in-band through
+  repartition topics: ``streamkit.streams.watermarks``) is kept in the same store, so
+  windows close correctly after a restart.
+- Aggregations without a window (``count``/``sum``/``reduce``/``aggregate`` on a stream)
+  return a ``TableNode``: queryable, joinable, its updates emitted once per key and commit.
 - Stateful operators should be named (``name=``): unnamed ones get a name from their place
   in the pipeline (``streamkit.streams.naming``), with a warning.
 - Event time is the record timestamp, or what a timestamp extractor returns
   (``app.topic(..., timestamp=fn)`` for every use of a topic, ``.window(...,
   timestamp=fn)`` for one aggregation); ``fn(event) -> int`` milliseconds.
 - Windows close by stream time: a window is final once ``end + grace <= stream time``
-  (``end + gap + grace`` for sessions). Late records (for closed windows) are dropped,
-  counted in metrics and, with ``late.records.topic.name``, sent there. With
-  ``window.idle.close.ms`` an idle partition's stream time also advances by wall clock.
+  (``end + gap + grace`` for sessions). A record is late when its windows closed by its own
+  partition's watermark (or the operator already closed them): dropped, counted per operator
+  in metrics, logged (rate-limited) and, with ``late.records.topic.name``, sent there. With
+  ``window.idle.close.ms`` an input silent that long drops out of the minimum.
   Closed windows stay queryable until ``expires`` (``.window(..., expires=...)``).
 """
 
@@ -39,36 +45,24 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import orjson
-
-from streamkit.state.windowed import WindowedTransaction
-from streamkit.streams.aggregate import Aggregation, WindowAggregate, WindowState, retention_ms
+from streamkit.streams.aggregate import (
+    Aggregation,
+    WindowState,
+    retention_ms,
+)
 from streamkit.streams.codecs import Codec, JsonCodec, StrCodec, codec_for
-from streamkit.streams.event import Event, TimestampExtractor
+from streamkit.streams.event import TimestampExtractor
 from streamkit.streams.joins import (
-    Joined,
-    JoinHow,
     JoinWindows,
-    expire_stream_join,
-    stream_join,
-    table_join_update,
 )
 from streamkit.streams.naming import generated_name
 from streamkit.streams.processing import (
-    Context,
     CoPartitionError,
-    Emit,
-    KeyCodec,
-    Out,
     OutputCodec,
-    StreamTimes,
     WindowResult,
-    jsonable,
-    send_late,
 )
 from streamkit.streams.topic import Topic
 from streamkit.streams.windows import (
@@ -81,21 +75,47 @@ from streamkit.streams.windows import (
 )
 
 if TYPE_CHECKING:
-    from aiokafka.structs import ConsumerRecord
+    from pathlib import Path
 
-    from streamkit.streams.app import App
-    from streamkit.streams.runtime import Runtime
+    from streamkit.streams.settings import AppSettings
     from streamkit.streams.table import Table
+
+
+class App(Protocol):
+    """What the DSL needs of an app: its settings, topics, tables and the graph's sinks (and,
+    for the state tables it creates, what a table needs of an app)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def settings(self) -> AppSettings: ...
+
+    @property
+    def streams(self) -> list[StreamNode]: ...
+
+    @property
+    def tables(self) -> dict[str, Table]: ...
+
+    @property
+    def topics(self) -> dict[str, Topic]: ...
+
+    def topic(self, *args: Any, **kwargs: Any) -> Topic: ...
+
+    def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
+
+    def Table(self, *args: Any, **kwargs: Any) -> Table: ...
 
 __all__ = [
     "CoPartitionError",
-    "CompiledSource",
     "StreamNode",
     "TableNode",
     "WindowResult",
     "WindowedAggregation",
     "WindowedStream",
-    "compile_pipelines",
     "source",
 ]
 
@@ -174,6 +194,66 @@ class StreamNode:
         codec = codec_for(key_type, StrCodec())
         topic = self.app.internal_topic(f"{name}-repartition", key_codec=codec, value_codec=_value_codec_of(self))
         return self._child("group_by", path=name, fn=key, topic=topic)
+
+    def group_by_key(self) -> StreamNode:
+        """Group by the key the records already have (no repartition): for an aggregation
+        whose input is partitioned by its key already (a keyed source topic, or after
+        ``group_by``/``repartition``)."""
+        return self
+
+    def repartition(self, *, partitions: int | None = None, name: str | None = None) -> StreamNode:
+        """Send the records, keys unchanged, through the repartition topic
+        ``{app}-{name}-repartition`` with ``partitions`` partitions (``num.partitions`` by
+        default): to spread a skewed input, or to co-partition it with something else."""
+        name = name or generated_name(self.app, f"{self.path}-repartition", f"repartition of {self.path}")
+        feeding = _topic_of(self)
+        topic = self.app.internal_topic(f"{name}-repartition", key_codec=feeding.key_codec,
+                                        value_codec=_value_codec_of(self))
+        if partitions is not None:
+            if partitions < 1:
+                raise ValueError(f"repartition(partitions=...) must be positive, got {partitions}")
+            topic.partitions = partitions
+        return self._child("group_by", path=name, fn=None, topic=topic)
+
+    # -- aggregations without a window: tables (Kafka Streams' KTable) -------------------
+
+    def count(self, *, name: str | None = None) -> TableNode:
+        """The number of records per key, as a table (see ``aggregate``)."""
+        return self._table_aggregate("count", int, lambda agg, _v: agg + 1, JsonCodec(), name)
+
+    def sum(self, fn: Callable[[Any], Any] | None = None, *, name: str | None = None) -> TableNode:
+        get = fn or (lambda v: v)
+        return self._table_aggregate("sum", int, lambda agg, v: agg + get(v), JsonCodec(), name)
+
+    def reduce(self, fn: Callable[[Any, Any], Any], *, name: str | None = None) -> TableNode:
+        first = object()
+        return self._table_aggregate("reduce", lambda: first, lambda agg, v: v if agg is first else fn(agg, v),
+                                     _value_codec_of(self), name)
+
+    def aggregate(self, initializer: Callable[[], Any], adder: Callable[[Any, Any], Any], *,
+                  value_type: Any = None, name: str | None = None) -> TableNode:
+        """Aggregate every record of a key, without a window, into a table (a KTable): the
+        latest aggregate per key, stored like any table (local store and changelog),
+        queryable (``GET /tables/{name}/{key}``), joinable, and readable as a stream of
+        updates with ``.to_stream()`` / ``.to(topic)``: one update per key and commit (the
+        updates of a key between two commits are folded into the last, as Kafka Streams'
+        record cache does). The records must be partitioned by their key: ``group_by`` (or
+        ``group_by_key()`` for a keyed input) first."""
+        return self._table_aggregate("aggregate", initializer, adder, codec_for(value_type), name)
+
+    def _table_aggregate(self, kind: str, init: Callable[[], Any], add: Callable[[Any, Any], Any], codec: Codec,
+                         name: str | None) -> TableNode:
+        name = name or generated_name(self.app, f"{self.path}-{kind}", f"{kind}() over {self.path}")
+        feeding = _topic_of(self)
+        table = self.app.Table(name, key_type=str)
+        table.key_codec = feeding.key_codec
+        table.value_codec = codec
+        table.fed_by(feeding.name)
+        table.declared_partitions = None  # sized by num.partitions, like the repartition topics
+        update = self._child("table_aggregate", path=name, table=table, init=init, add=add)
+        node = TableNode(self.app, table, update)
+        self.app.streams.append(update)
+        return node
 
     def merge(self, *others: StreamNode) -> StreamNode:
         path = "-merge-".join(n.path for n in (self, *others))
@@ -291,6 +371,14 @@ class TableNode:
         """The table's update stream (key, new value)."""
         return self.update_stream
 
+    def to_stream(self) -> StreamNode:
+        """The table's updates as a stream (Kafka Streams' ``KTable.toStream()``)."""
+        return self.update_stream
+
+    def to(self, topic: Topic | str, *, key_type: Any = None, value_type: Any = None) -> StreamNode:
+        """Write the table's updates to ``topic``."""
+        return self.update_stream.to(topic, key_type=key_type, value_type=value_type)
+
 
 def _spec_kind(spec: WindowSpec) -> str:
     if isinstance(spec, TumblingWindows):
@@ -385,341 +473,6 @@ def _topic_of(node: StreamNode) -> Topic:
             return topic
         parent = node.parents[0]
         node = parent.update_stream if isinstance(parent, TableNode) else parent
-
-
-# -- joins -----------------------------------------------------------------------------------
-
-
-class _StoreJoinBuffers:
-    """``joins.JoinBuffers`` over the two sides' windowed stores: one window
-    ``[ts, ts + 1)`` per key and timestamp, whose value is the JSON list of that side's
-    records there, ``[[value, matched], ...]``."""
-
-    __slots__ = ("key_codec", "sides")
-
-    def __init__(self, left: WindowedTransaction, right: WindowedTransaction, key_codec: KeyCodec) -> None:
-        self.sides = (left, right)
-        self.key_codec = key_codec
-
-    def get(self, side: int, key: Any, timestamp: int) -> list[list[Any]]:
-        raw = self.sides[side].get_window(self.key_codec.dumps(key), timestamp, timestamp + 1)
-        return [] if raw is None else list(orjson.loads(raw))
-
-    def scan(self, side: int, key: Any, lo: int, hi: int) -> list[tuple[int, list[list[Any]]]]:
-        windows = self.sides[side].iter_windows(self.key_codec.dumps(key), lo, hi + 1)
-        return [(w.start_ms, orjson.loads(w.value)) for w in windows]
-
-    def put(self, side: int, key: Any, timestamp: int, entries: list[list[Any]]) -> None:
-        payload = orjson.dumps([[jsonable(value), matched] for value, matched in entries])
-        self.sides[side].update_window(self.key_codec.dumps(key), timestamp, timestamp + 1, payload)
-
-    def pop_before(self, side: int, timestamp: int) -> list[tuple[Any, int, list[list[Any]]]]:
-        # A window [ts, ts + 1) ends at or before ``timestamp`` exactly when ts < timestamp.
-        return [(self.key_codec.loads(w.key), w.start_ms, orjson.loads(w.value))
-                for w in self.sides[side].expire_windows(timestamp)]
-
-
-class _StreamJoin:
-    """Windowed stream-stream join: the rules of ``joins.stream_join`` over RocksDB buffers
-    (one store per side), with the partition's stream time kept in the left one."""
-
-    def __init__(self, node: StreamNode, emit: Emit, ctx: Context) -> None:
-        p = node.params
-        self.windows: JoinWindows = p["windows"]
-        self.how: JoinHow = p["how"]
-        self.joiner = p["joiner"]
-        self.stores: tuple[Table, Table] = p["stores"]
-        self.emit = emit
-        self.ctx = ctx
-        self.times = StreamTimes(ctx.runtime.clock)
-        self.key_codec = KeyCodec()
-        self._final_before: dict[int, int] = {}
-
-    def side(self, index: int) -> Callable[[Event], None]:
-        return lambda ev: self.process(index, ev)
-
-    def process(self, side: int, ev: Event) -> None:
-        ctx = self.ctx
-        left = ctx.txn(self.stores[0])
-        now = self.times.observe(ctx.partition, left, ev.timestamp)
-        buffers = _StoreJoinBuffers(WindowedTransaction(left), WindowedTransaction(ctx.txn(self.stores[1])),
-                                    self.key_codec)
-        step = stream_join(buffers, self.windows, self.how, side, ev.key, ev.value, ev.timestamp, now)
-        if step.late:
-            send_late(ctx, self.key_codec, ev)
-            return
-        for result in step.results:
-            self._out(result)
-        # Expiring is a range scan per side: only when stream time moved the bound.
-        final_before = self.windows.final_before(now)
-        if self._final_before.get(ctx.partition) != final_before:
-            self._final_before[ctx.partition] = final_before
-            for result in expire_stream_join(buffers, self.windows, self.how, now):
-                self._out(result)
-
-    def _out(self, result: Joined[Any]) -> None:
-        self.emit(Event(result.key, self.joiner(result.left, result.right), result.timestamp, [], "",
-                        self.ctx.partition, -1))
-
-
-
-def _check_copartitioned(what: str, *partition_counts: tuple[str, int | None]) -> None:
-    counts = {n for _name, n in partition_counts if n is not None}
-    if len(counts) > 1:
-        detail = ", ".join(f"{name}: {n}" for name, n in partition_counts)
-        raise CoPartitionError(f"{what}: inputs are not co-partitioned ({detail}); "
-                               "repartition one side with group_by so both have the same partitions")
-
-
-def _check_state_partitions(what: str, node: StreamNode, table: Table) -> None:
-    """A stateful operator keeps input partition p in state partition p: an input with more
-    partitions than its state has records with no state partition at all. Refused when the
-    worker starts; before, the worker started and then failed at the first such record."""
-    name, count = _partitions_of(node.parents[0])
-    if count is not None and count > table.partitions:
-        raise CoPartitionError(
-            f"{what}: its input has more partitions than its state ({name}: {count}, {table.name}: "
-            f"{table.partitions}); group_by the key first (repartition topics have num.partitions "
-            "partitions) or set num.partitions to the input's partition count")
-
-
-@dataclass(eq=False)  # identity hash: it is an acknowledging reader in the AckTracker
-class CompiledSource:
-    """The processor chain of one source topic."""
-
-    topic: Topic
-    entry: Callable[[Event], None]
-    ctx: Context
-    tickers: list[Callable[[int], None]]
-
-    async def process(self, partition: int, records: list[ConsumerRecord]) -> None:
-        ctx = self.ctx
-        runtime = ctx.runtime
-        ctx.partition = partition
-        decode = runtime.decode
-        entry = self.entry
-        for record in records:
-            event = decode(self.topic, record)
-            if event is not None:
-                entry(event)
-        now = runtime.clock()
-        for tick in self.tickers:
-            tick(now)
-        await self.flush()
-
-    async def tick(self) -> None:
-        """Run the tickers without a batch and produce what they emit. Batches alone are not
-        enough for ``window.idle.close.ms``: once no record arrives at all, idle partitions'
-        windows must still close by wall clock."""
-        now = self.ctx.runtime.clock()
-        for tick in self.tickers:
-            tick(now)
-        await self.flush()
-
-    async def flush(self) -> None:
-        ctx = self.ctx
-        if not ctx.outbox:
-            return
-        out, ctx.outbox = ctx.outbox, []
-        enqueue = ctx.runtime.enqueue
-        for o in out:
-            await enqueue(o.topic.name, o.key, o.value, timestamp=o.timestamp)
-
-
-def compile_pipelines(app: App, runtime: Runtime) -> list[CompiledSource]:
-    """Build the processors of every node reachable from the app's sinks."""
-    ctx = Context(runtime)
-    downstream: dict[int, list[StreamNode]] = {}
-    nodes: dict[int, StreamNode] = {}
-
-    def visit(node: StreamNode) -> None:
-        if node.id in nodes:
-            return
-        nodes[node.id] = node
-        for parent in node.parents:
-            assert isinstance(parent, StreamNode)
-            downstream.setdefault(parent.id, []).append(node)
-            visit(parent)
-
-    for sink in app.streams:
-        visit(sink)
-
-    built: dict[int, Callable[[Event], None]] = {}
-    joins: dict[int, _StreamJoin] = {}
-    tickers: list[Callable[[int], None]] = []
-
-    def emitter(node: StreamNode) -> Callable[[Event], None]:
-        """A function sending ``node``'s output to all of its children."""
-        children = [input_of(child, node) for child in downstream.get(node.id, [])]
-        if len(children) == 1:
-            return children[0]
-
-        def fan_out(ev: Event) -> None:
-            for child in children:
-                child(ev)
-
-        return fan_out
-
-    def input_of(node: StreamNode, parent: StreamNode) -> Callable[[Event], None]:
-        if node.kind == "join_stream":
-            join = joins.get(node.id)
-            if join is None:
-                join = _StreamJoin(node, emitter(node), ctx)
-                joins[node.id] = join
-                _check_copartitioned("stream-stream join", *(_partitions_of(p) for p in node.parents))
-            return join.side(node.parents.index(parent))
-        return processor(node)
-
-    def processor(node: StreamNode) -> Callable[[Event], None]:
-        if node.id in built:
-            return built[node.id]
-        fn = _make(node)
-        built[node.id] = fn
-        return fn
-
-    def _make(node: StreamNode) -> Callable[[Event], None]:
-        kind, p = node.kind, node.params
-        if kind in ("to", "foreach"):
-            if kind == "foreach":
-                call = p["fn"]
-                return lambda ev: call(ev.key, ev.value)
-            topic: Topic = p["topic"]
-
-            def to(ev: Event) -> None:
-                k, v = topic.encode(ev.key, ev.value)
-                ctx.outbox.append(Out(topic, k, v, ev.timestamp))
-
-            return to
-        emit = emitter(node)
-        if kind == "filter":
-            pred = p["fn"]
-            return lambda ev: emit(ev) if pred(ev.value) else None
-        if kind == "map":
-            fn = p["fn"]
-
-            def mapped(ev: Event) -> None:
-                emit(Event(ev.key, fn(ev.value), ev.timestamp, ev.headers, ev.topic, ev.partition, ev.offset))
-
-            return mapped
-        if kind == "map_key":
-            kfn = p["fn"]
-            return lambda ev: emit(Event(kfn(ev.key, ev.value), ev.value, ev.timestamp, ev.headers, ev.topic,
-                                         ev.partition, ev.offset))
-        if kind == "flat_map":
-            ffn = p["fn"]
-
-            def flat(ev: Event) -> None:
-                for value in ffn(ev.value):
-                    emit(Event(ev.key, value, ev.timestamp, ev.headers, ev.topic, ev.partition, ev.offset))
-
-            return flat
-        if kind == "peek":
-            pfn = p["fn"]
-
-            def peeked(ev: Event) -> None:
-                pfn(ev.value)
-                emit(ev)
-
-            return peeked
-        if kind in ("merge", "branch_out", "source"):
-            return emit
-        if kind == "branch":
-            predicates = p["predicates"]
-            outs = [[input_of(child, node) for child in downstream.get(node.id, []) if child.params["index"] == i]
-                    for i in range(len(predicates))]
-
-            def branch(ev: Event) -> None:
-                for i, pred in enumerate(predicates):
-                    if pred(ev.value):
-                        for out in outs[i]:
-                            out(ev)
-                        return
-
-            return branch
-        if kind == "group_by":
-            gtopic: Topic = p["topic"]
-            kfn2 = p["fn"]
-
-            def regroup(ev: Event) -> None:
-                new_key = kfn2(ev.value)
-                kbytes = None if new_key is None else gtopic.key_codec.dumps(new_key)
-                vbytes = None if ev.value is None else gtopic.value_codec.dumps(ev.value)
-                ctx.outbox.append(Out(gtopic, kbytes, vbytes, ev.timestamp))
-
-            return regroup
-        if kind == "window_aggregate":
-            _check_state_partitions("windowed aggregation", node, p["table"])
-            agg = WindowAggregate(p["agg"], p["table"], p["emit"], emit, ctx)
-            tickers.append(agg.tick)
-            return agg.process
-        if kind == "to_table":
-            table: Table = p["table"]
-            _check_state_partitions(f"to_table({table.name!r})", node, table)
-            parent = node.parents[0]
-            feeding = parent.update_stream if isinstance(parent, TableNode) else parent
-            table.fed_by(_topic_of(feeding).name)  # its keys are located by that topic's partitioner
-
-            def materialize(ev: Event) -> None:
-                txn = ctx.txn(table)
-                kb = table.key_codec.dumps(ev.key)
-                if ev.value is None:
-                    txn.delete(kb)
-                else:
-                    txn.set(kb, table.value_codec.dumps(ev.value))
-                emit(ev)
-
-            return materialize
-        if kind == "join_table":
-            jtable: Table = p["table"]
-            how, joiner = p["how"], p["joiner"]
-            read: Callable[[Any], Any]
-            if jtable.is_global:
-                # Every worker holds all of a global table: any partitioning joins with it.
-                read = jtable.get
-            else:
-                _check_copartitioned(f"join with table {jtable.name!r}", _partitions_of(node.parents[0]),
-                                     (jtable.name, jtable.partitions))
-
-                def read_partition(key: Any) -> Any:
-                    raw = ctx.txn(jtable).get(jtable.key_codec.dumps(key))
-                    return None if raw is None else jtable.value_codec.loads(raw)
-
-                read = read_partition
-
-            def lookup(ev: Event) -> None:
-                right = read(ev.key)
-                if right is None and how == "inner":
-                    return
-                emit(Event(ev.key, joiner(ev.value, right), ev.timestamp, ev.headers, ev.topic, ev.partition, ev.offset))
-
-            return lookup
-        if kind == "join_tables":
-            left_t, right_t = p["tables"]
-            thow, tjoiner = p["how"], p["joiner"]
-            _check_copartitioned("table-table join", (left_t.name, left_t.partitions), (right_t.name, right_t.partitions))
-
-            def on_update(ev: Event) -> None:
-                lraw = ctx.txn(left_t).get(left_t.key_codec.dumps(ev.key))
-                rraw = ctx.txn(right_t).get(right_t.key_codec.dumps(ev.key))
-                lv = None if lraw is None else left_t.value_codec.loads(lraw)
-                rv = None if rraw is None else right_t.value_codec.loads(rraw)
-                update = table_join_update(thow, lv, rv, deleted=ev.value is None)
-                if update is not None:
-                    value = None if update.pair is None else tjoiner(*update.pair)
-                    emit(Event(ev.key, value, ev.timestamp, ev.headers, ev.topic, ev.partition, ev.offset))
-
-            return on_update
-        raise ValueError(f"unknown DSL node kind {kind!r}")
-
-    sources: list[CompiledSource] = []
-    for node in nodes.values():
-        if node.kind == "source":
-            sources.append(CompiledSource(node.params["topic"], processor(node), ctx, tickers))
-    # One source per repartition topic (several group_by nodes may share a name).
-    repartitions = {n.params["topic"].name: n for n in nodes.values() if n.kind == "group_by"}
-    for node in repartitions.values():
-        sources.append(CompiledSource(node.params["topic"], emitter(node), ctx, tickers))
-    return sources
 
 
 def _partitions_of(node: StreamNode | TableNode) -> tuple[str, int | None]:

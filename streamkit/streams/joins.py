@@ -1,6 +1,6 @@
 """Join logic as pure code: no store, no clock, no I/O.
 
-The DSL runs these rules over its RocksDB-backed buffers (``dsl._StoreJoinBuffers``); the
+The DSL runs these rules over its RocksDB-backed buffers (``pipeline._StoreJoinBuffers``); the
 tests run them over ``MemoryJoinBuffers`` and compare them with batch joins. Time always
 comes in as an argument: stream time is the caller's (per partition, restored on restart).
 
@@ -43,7 +43,6 @@ __all__ = [
     "JoinStep",
     "JoinWindows",
     "Joined",
-    "MemoryJoinBuffers",
     "TableJoinUpdate",
     "expire_stream_join",
     "joins_with_nothing",
@@ -172,33 +171,6 @@ def expire_stream_join(buffers: JoinBuffers[K], windows: JoinWindows, how: JoinH
                 if not was_matched:
                     out.append(Joined(key, value, None, ts) if side == LEFT else Joined(key, None, value, ts))
     return out
-
-
-class MemoryJoinBuffers(Generic[K]):
-    """``JoinBuffers`` in dicts: for tests, and for checking a store-backed one."""
-
-    def __init__(self) -> None:
-        self._sides: tuple[dict[tuple[K, int], list[Entry]], dict[tuple[K, int], list[Entry]]] = ({}, {})
-
-    def get(self, side: int, key: K, timestamp: int) -> list[Entry]:
-        return [list(e) for e in self._sides[side].get((key, timestamp), [])]
-
-    def scan(self, side: int, key: K, lo: int, hi: int) -> list[tuple[int, list[Entry]]]:
-        found = [(ts, [list(e) for e in entries]) for (k, ts), entries in self._sides[side].items()
-                 if k == key and lo <= ts <= hi]
-        return sorted(found, key=lambda item: item[0])
-
-    def put(self, side: int, key: K, timestamp: int, entries: list[Entry]) -> None:
-        self._sides[side][(key, timestamp)] = [list(e) for e in entries]
-
-    def pop_before(self, side: int, timestamp: int) -> list[tuple[K, int, list[Entry]]]:
-        buffer = self._sides[side]
-        gone = sorted((ts, i, k) for i, (k, ts) in enumerate(buffer) if ts < timestamp)
-        return [(k, ts, buffer.pop((k, ts))) for ts, _i, k in gone]
-
-    def __len__(self) -> int:
-        """Buffered records, both sides."""
-        return sum(len(entries) for side in self._sides for entries in side.values())
 
 
 # -- table-table --------------------------------------------------------------------------

@@ -24,6 +24,9 @@ class Metrics:
     consumed_total: dict[TP, int] = field(default_factory=dict)
     processed_total: int = 0
     late_records: int = 0
+    late_by_operator: dict[str, int] = field(default_factory=dict)
+    paused_for_alignment: int = 0
+    alignment_pauses: int = 0
     deserialization_errors: int = 0
     commits: int = 0
     restore: dict[tuple[str, int], RestoreProgress] = field(default_factory=dict)
@@ -45,7 +48,8 @@ class Metrics:
         return (total - n0) / (now - t0) if now > t0 else 0.0
 
     def render(self, app_id: str, lag: Callable[[], dict[TP, int]],
-               standby_lag: Callable[[], dict[tuple[str, int], int]] = dict) -> str:
+               standby_lag: Callable[[], dict[tuple[str, int], int]] = dict,
+               stream_times: Callable[[], dict[tuple[str, int], tuple[int, int]]] = dict) -> str:
         lines = [
             "# HELP streamkit_records_consumed_total Records consumed per partition.",
             "# TYPE streamkit_records_consumed_total counter",
@@ -66,8 +70,32 @@ class Metrics:
             "# HELP streamkit_late_records_total Records dropped because their window had closed (beyond grace).",
             "# TYPE streamkit_late_records_total counter",
             f'streamkit_late_records_total{{app="{app_id}"}} {self.late_records}',
+        ]
+        for operator, n in sorted(self.late_by_operator.items()):
+            lines.append(f'streamkit_late_records_total{{app="{app_id}",operator="{operator}"}} {n}')
+        lines += [
+            "# HELP streamkit_stream_time_ms An operator's stream time (the minimum watermark of its inputs).",
+            "# TYPE streamkit_stream_time_ms gauge",
+        ]
+        times = stream_times()
+        for (operator, partition), (now, _lag) in sorted(times.items()):
+            lines.append(f'streamkit_stream_time_ms{{app="{app_id}",operator="{operator}",partition="{partition}"}} '
+                         f'{now}')
+        lines += [
+            "# HELP streamkit_stream_time_lag_ms How far an operator's stream time is behind its furthest input "
+            "(what its slowest input holds back).",
+            "# TYPE streamkit_stream_time_lag_ms gauge",
+        ]
+        for (operator, partition), (_now, behind) in sorted(times.items()):
+            lines.append(f'streamkit_stream_time_lag_ms{{app="{app_id}",operator="{operator}",partition="{partition}"}} '
+                         f'{behind}')
+        lines += [
             "# TYPE streamkit_deserialization_errors_total counter",
             f'streamkit_deserialization_errors_total{{app="{app_id}"}} {self.deserialization_errors}',
+            "# HELP streamkit_paused_for_alignment Input partitions paused because they run ahead of the slowest "
+            "(max.task.idle.ms).",
+            "# TYPE streamkit_paused_for_alignment gauge",
+            f'streamkit_paused_for_alignment{{app="{app_id}"}} {self.paused_for_alignment}',
             "# TYPE streamkit_commits_total counter",
             f'streamkit_commits_total{{app="{app_id}"}} {self.commits}',
             "# HELP streamkit_restore_records Changelog records restored / to restore per table partition.",

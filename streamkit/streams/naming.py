@@ -22,10 +22,16 @@ import hashlib
 import logging
 import re
 import weakref
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from streamkit.streams.app import App
+
+class App(Protocol):
+    """What naming needs of an app: the names already taken by its tables."""
+
+    @property
+    def tables(self) -> Mapping[str, Any]: ...
+
 
 __all__ = ["generated_name", "topic_safe"]
 

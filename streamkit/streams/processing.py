@@ -3,22 +3,60 @@ late-record handling and the per-partition stream time of a stateful operator.""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from pydantic import BaseModel
 
 from streamkit.streams.event import Event
-from streamkit.streams.windows import MIN_TIMESTAMP, StreamTime
+from streamkit.streams.watermarks import WM_HEADER, InputClock
+from streamkit.streams.windows import MIN_TIMESTAMP
 
 if TYPE_CHECKING:
     from streamkit.state.transaction import Transaction
-    from streamkit.streams.runtime import Runtime
-    from streamkit.streams.table import Table
+    from streamkit.streams.metrics import Metrics
+    from streamkit.streams.settings import AppSettings
     from streamkit.streams.topic import Topic
+
+
+class PipelineRuntime(Protocol):
+    """What the DSL's processors need of the worker running them (the runtime, or a test's
+    driver): settings, clock, metrics, decoding and producing."""
+
+    @property
+    def settings(self) -> AppSettings: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    @property
+    def late_log(self) -> LateLog: ...
+
+    def clock(self) -> int: ...
+
+    def decode(self, topic: Topic, record: Any) -> Event | None: ...
+
+    async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                      timestamp: int | None = None, partition: int | None = None, track: bool = True) -> Any: ...
+
+    def topic_partitions(self, topic: str) -> int | None: ...
+
+    def send_soon_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                      timestamp: int | None = None) -> None: ...
+
+
+class StateTable(Protocol):
+    """What the processors need of a table holding operator state: its open transactions."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def _txns(self) -> dict[int, Transaction]: ...
 
 __all__ = [
     "STREAM_TIME_KEY",
@@ -26,14 +64,20 @@ __all__ = [
     "Context",
     "Emit",
     "KeyCodec",
+    "LateLog",
+    "OperatorTime",
     "Out",
     "OutputCodec",
-    "StreamTimes",
+    "PipelineRuntime",
+    "StateTable",
     "WindowResult",
     "jsonable",
+    "record_late",
     "send_late",
     "wall_clock_ms",
 ]
+
+log = logging.getLogger("streamkit.streams")
 
 STREAM_TIME_KEY = b"\xff\xffstream-time"  # sorts after every data and window key
 
@@ -99,17 +143,47 @@ class Out:
     key: bytes | None
     value: bytes | None
     timestamp: int
+    headers: list[tuple[str, bytes]] | None = None
+    partition: int | None = None
 
 
 class Context:
     """What processors share while one batch of one partition runs."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: PipelineRuntime) -> None:
         self.runtime = runtime
         self.partition = -1
         self.outbox: list[Out] = []
+        # The current record's own-partition watermark (``streamkit.streams.watermarks``):
+        # what its lateness is judged by.
+        self.own = MIN_TIMESTAMP
+        # Per consumed (topic, partition): its stream time; ``upstream`` says how many
+        # upstream partitions feed a repartition topic (None: an external topic).
+        self.clocks: dict[tuple[str, int], InputClock] = {}
+        self.upstream: dict[str, int | None] = {}
+        self.idle_ms = runtime.settings.window_idle_close_ms
+        # Called with a partition before a batch of it runs: operators load their stored
+        # stream time first, so the batch's records are judged against it.
+        self.loaders: list[Callable[[int], None]] = []
+        # While a batch runs: the topic read, its partition's clock and the wall time.
+        self.topic = ""
+        self.current: InputClock = InputClock(None, 0)
+        self.wall = 0
+        # Per source topic: what stamps watermarks on its chain's repartition records
+        # after each batch (``stamper(partition, idle)``).
+        self.stampers: dict[str, list[Callable[[int, bool], None]]] = {}
+        # Called before each commit (tables aggregated without a window emit their updates).
+        self.commit_hooks: list[Callable[[], None]] = []
+        # The stateful operators (for /metrics: stream time per operator and partition).
+        self.operators: list[Any] = []
 
-    def txn(self, table: Table) -> Transaction:
+    def clock(self, topic: str, partition: int) -> InputClock:
+        clock = self.clocks.get((topic, partition))
+        if clock is None:
+            clock = self.clocks[(topic, partition)] = InputClock(self.upstream.get(topic), self.runtime.clock())
+        return clock
+
+    def txn(self, table: StateTable) -> Transaction:
         txn = table._txns.get(self.partition)
         if txn is None:
             raise CoPartitionError(
@@ -118,100 +192,104 @@ class Context:
         return txn
 
 
-def send_late(ctx: Context, key_codec: KeyCodec, ev: Event) -> None:
-    """A record dropped as late: counted, and sent to ``late.records.topic.name`` if set."""
-    runtime = ctx.runtime
-    runtime.metrics.late_records += 1
+def send_late(ctx: Context, key_codec: KeyCodec, ev: Event, operator: str) -> None:
+    """A DSL record dropped as late (``record_late``), judged by its own watermark."""
+    record_late(ctx.runtime, operator, None if ev.key is None else key_codec.dumps(ev.key), ev, ctx.own)
+
+
+def record_late(runtime: PipelineRuntime, operator: str, key: bytes | None, ev: Event, watermark: int) -> None:
+    """The one path of every late record (DSL operators and agents' windowed tables):
+    counted per operator, logged (at most once per ``LATE_LOG_INTERVAL_MS`` per operator,
+    with the count since), and sent to ``late.records.topic.name`` if set, with its
+    timestamp and headers (the internal watermark stamp left out)."""
+    metrics = runtime.metrics
+    metrics.late_records += 1
+    metrics.late_by_operator[operator] = metrics.late_by_operator.get(operator, 0) + 1
+    runtime.late_log.note(operator, ev, watermark)
     topic = runtime.settings.late_records_topic
     if topic:
-        runtime.produce_raw(topic, None if ev.key is None else key_codec.dumps(ev.key),
-                            orjson.dumps(jsonable(ev.value)))
+        headers = [h for h in ev.headers if h[0] != WM_HEADER]
+        runtime.send_soon_raw(topic, key, orjson.dumps(jsonable(ev.value)), headers=headers or None,
+                              timestamp=ev.timestamp)
 
 
-class StreamTimes:
-    """Per-partition stream time of one stateful operator, persisted in its store.
+LATE_LOG_INTERVAL_MS = 10_000
 
-    Also per partition: ``last_wall``, the wall-clock anchor of ``window.idle.close.ms``
-    ((wall ms, stream time) when stream time last moved, or was loaded), and ``closed``,
-    the stream time up to which the operator has closed windows. ``clock`` is injected
-    (the runtime's) so that idle closing is testable without waiting."""
 
-    def __init__(self, clock: Callable[[], int] = wall_clock_ms) -> None:
+class LateLog:
+    """Rate-limited log lines for late records: the first at once, then at most one per
+    interval per operator, saying how many were dropped since."""
+
+    def __init__(self, clock: Callable[[], int], interval_ms: int = LATE_LOG_INTERVAL_MS) -> None:
         self.clock = clock
-        self.times: dict[int, StreamTime] = {}
-        self.last_wall: dict[int, tuple[int, int]] = {}
+        self.interval_ms = interval_ms
+        self._last: dict[str, int] = {}
+        self._since: dict[str, int] = {}
+
+    def note(self, operator: str, ev: Event, watermark: int) -> None:
+        self._since[operator] = self._since.get(operator, 0) + 1
+        now = self.clock()
+        last = self._last.get(operator)
+        if last is not None and now - last < self.interval_ms:
+            return
+        self._last[operator] = now
+        count = self._since.pop(operator)
+        log.warning("%s: dropped %d late record(s) (last: key %r, timestamp %d, %d ms behind its partition's "
+                    "watermark %d; raise grace to keep such records)", operator, count, ev.key, ev.timestamp,
+                    watermark - ev.timestamp, watermark)
+
+
+class OperatorTime:
+    """Stream time of one stateful operator, per partition: the minimum of the clocks
+    (``watermarks.InputClock``) of the topics feeding it at that partition, stored with the
+    operator's state (``STREAM_TIME_KEY``: the clocks' watermarks and how far windows were
+    closed), so a restart or a move to another worker continues exactly where it stopped.
+
+    The clocks belong to the context (one per consumed topic partition, shared by every
+    operator fed by it); each operator persists their snapshot in its own store and merges
+    it back on load (watermarks only grow)."""
+
+    def __init__(self, ctx: Context, topics: tuple[str, ...]) -> None:
+        self.ctx = ctx
+        self.topics = topics
         self.closed: dict[int, int] = {}
-        # The store partition each cached value was read from (kept referenced, so identity
-        # is meaningful): a partition revoked and assigned again gets a new one.
+        # The store partition each partition's time was loaded from (kept referenced, so
+        # identity is meaningful): a partition revoked and assigned again gets a new one.
         self._stores: dict[int, object] = {}
-        self._dirty: set[int] = set()
-        self._by_txn: dict[int, tuple[Transaction, StreamTime]] = {}
 
-    def for_partition(self, partition: int, txn: Transaction) -> StreamTime:
-        st = self.times.get(partition)
-        if st is None or self._stores.get(partition) is not txn.partition:
-            # (Re)loaded whenever the partition's store was (re)opened. A partition that moved
-            # to another worker and back comes back with the stream time that worker reached
-            # (persisted with the state); the value cached before the move is behind it, and
-            # with it records that were late there were accepted and closed windows emitted
-            # twice.
-            raw = txn.get(STREAM_TIME_KEY)
-            st = StreamTime(int(raw) if raw else MIN_TIMESTAMP)
-            self.times[partition] = st
-            self._stores[partition] = txn.partition
-            self._dirty.discard(partition)
-            # Every window up to the persisted stream time was closed before it was saved
-            # (closing runs before each commit).
-            self.closed[partition] = st.value
-            # The idle clock starts now: the wall time of the record that last moved stream
-            # time went away with the worker that saw it. Without an anchor here an idle
-            # partition never closed its windows after a restart or a move.
-            if st.value == MIN_TIMESTAMP:
-                self.last_wall.pop(partition, None)
-            else:
-                self.last_wall[partition] = (self.clock(), st.value)
-        return st
+    def load(self, partition: int, txn: Transaction) -> None:
+        if self._stores.get(partition) is txn.partition:
+            return
+        self._stores[partition] = txn.partition
+        raw = txn.get(STREAM_TIME_KEY)
+        wall = self.ctx.runtime.clock()
+        saved: dict[str, Any] = {}
+        if raw:
+            parsed = orjson.loads(raw)
+            # A bare number: the per-partition maximum stored before watermarks.
+            saved = parsed if isinstance(parsed, dict) else {"closed": parsed,
+                                                               "clocks": {t: {"last": parsed} for t in self.topics}}
+        for topic in self.topics:
+            self.ctx.clock(topic, partition).restore(saved.get("clocks", {}).get(topic, {}), wall)
+        self.closed[partition] = int(saved.get("closed", MIN_TIMESTAMP))
 
-    def observe(self, partition: int, txn: Transaction, ts: int, *, persist: bool = True) -> int:
-        """Account for a record's timestamp; the new stream time. Without ``persist`` the
-        store write waits for ``persist()`` (once per batch instead of once per record),
-        which must come before the batch's state is committed."""
-        # Per record: the partition's StreamTime is looked up again only when the
-        # transaction changed (a commit, or the store reopened), not verified every time.
-        cached = self._by_txn.get(partition)
-        if cached is not None and cached[0] is txn:
-            st = cached[1]
-        else:
-            st = self.for_partition(partition, txn)
-            self._by_txn[partition] = (txn, st)
-        now = st.observe(ts)
-        if now == ts:  # advanced (or unchanged at ts: saving it again is harmless)
-            if persist:
-                self._save(partition, txn, now)
-            else:
-                self._dirty.add(partition)
-        return now
+    def now(self, partition: int, txn: Transaction) -> int:
+        """The operator's stream time at ``partition``."""
+        self.load(partition, txn)
+        ctx = self.ctx
+        wall, idle = ctx.runtime.clock(), ctx.idle_ms
+        return min(ctx.clock(t, partition).value(wall, idle) for t in self.topics)
+
+    def report(self, partition: int, txn: Transaction) -> tuple[int, int]:
+        """(stream time, how far it is behind the furthest input), for /metrics."""
+        now = self.now(partition, txn)
+        ctx = self.ctx
+        wall = ctx.runtime.clock()
+        lag = max(ctx.clock(t, partition).lag(wall, ctx.idle_ms) for t in self.topics)
+        return now, lag
 
     def persist(self, partition: int, txn: Transaction) -> None:
-        """Write the stream time ``observe(persist=False)`` left unsaved."""
-        if partition in self._dirty:
-            self._dirty.discard(partition)
-            self._save(partition, txn, self.times[partition].value)
-
-    def advance_idle(self, partition: int, txn: Transaction, now_wall: int, idle_ms: int) -> bool:
-        """``window.idle.close.ms``: once ``idle_ms`` of wall time passed since stream time
-        last moved (or was loaded), let it follow the wall clock from there. Whether it moved."""
-        st = self.for_partition(partition, txn)
-        anchor = self.last_wall.get(partition)
-        if anchor is None or now_wall - anchor[0] < idle_ms:
-            return False
-        target = anchor[1] + (now_wall - anchor[0])
-        if target <= st.value:
-            return False
-        st.advance_to(target)
-        txn.set(STREAM_TIME_KEY, str(st.value).encode())
-        return True
-
-    def _save(self, partition: int, txn: Transaction, now: int) -> None:
-        txn.set(STREAM_TIME_KEY, str(now).encode())
-        self.last_wall[partition] = (self.clock(), now)
+        ctx = self.ctx
+        payload = {"clocks": {t: ctx.clock(t, partition).snapshot() for t in self.topics},
+                   "closed": self.closed.get(partition, MIN_TIMESTAMP)}
+        txn.set(STREAM_TIME_KEY, orjson.dumps(payload))

@@ -38,7 +38,7 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.abc import ConsumerRebalanceListener
@@ -59,18 +59,65 @@ from streamkit.streams.event import Event
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.gate import AckTracker, ProcessingGate
 from streamkit.streams.metrics import Metrics
+from streamkit.streams.ordering import Alignment, by_timestamp
 from streamkit.streams.partitioners import PartitionerDetector
+from streamkit.streams.processing import LateLog
 from streamkit.streams.progress import ProgressReporter
 from streamkit.streams.progress import Task as ProgressTask
 from streamkit.streams.table import StateDefinitionError, WindowedTable
 from streamkit.streams.topic import Topic
+from streamkit.streams.windows import MIN_TIMESTAMP
 from streamkit.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
     from streamkit.broker.server import Broker
-    from streamkit.streams.app import App
-    from streamkit.streams.dsl import CompiledSource
+    from streamkit.streams.dsl import StreamNode
+    from streamkit.streams.pipeline import CompiledSource
+    from streamkit.streams.settings import AppSettings
     from streamkit.streams.table import Table
+
+
+class App(Protocol):
+    """What the runtime needs of the app it runs: what it declared (topics, tables, agents,
+    timers, DSL sinks), its settings and directories; ``runtime`` is set while it runs."""
+
+    runtime: Runtime | None
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def settings(self) -> AppSettings: ...
+
+    @property
+    def data_dir(self) -> Path: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def topics(self) -> dict[str, Topic]: ...
+
+    @property
+    def tables(self) -> dict[str, Table]: ...
+
+    @property
+    def agents(self) -> dict[str, Agent]: ...
+
+    @property
+    def timers(self) -> list[tuple[int, Callable[[], Awaitable[None]], str]]: ...
+
+    @property
+    def streams(self) -> list[StreamNode]: ...
+
+    def topic(self, *args: Any, **kwargs: Any) -> Topic: ...
+
+    def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
+
+    def Table(self, *args: Any, **kwargs: Any) -> Table: ...
 
 __all__ = ["BadRecordError", "DeliveryError", "Runtime", "StartupError"]
 
@@ -161,6 +208,7 @@ class Runtime:
         self.gate = ProcessingGate()
         self.acks = AckTracker()
         self.metrics = Metrics()
+        self.late_log = LateLog(self.clock)
         self.progress = ProgressReporter()
         self._catch_up: ProgressTask | None = None
         self._next_lag_check = 0.0
@@ -191,6 +239,10 @@ class Runtime:
         self._standby_follower: ChangelogFollower | None = None
         # Per consumed topic: how its producers place keyed records (declared or detected).
         self._partitioning: dict[str, PartitionerDetector] = {}
+        self._announced_idle: set[TP] = set()
+        # max.task.idle.ms > 0: input partitions ahead of the slowest lagging one are paused.
+        self._alignment: Alignment[TP] | None = (
+            Alignment(self.settings.max_task_idle_ms) if self.settings.max_task_idle_ms > 0 else None)
         self._assignor = StreamsAssignor(
             standby_replicas=self.settings.num_standby_replicas,
             stateful_tasks=lambda: max((t.partitions for t in self._local_tables()), default=0),
@@ -410,7 +462,7 @@ class Runtime:
                 if stream.instance == 0:
                     self._agent_readers[stream.reads_from.name].append(stream)
         if self.app.streams:
-            from streamkit.streams.dsl import compile_pipelines
+            from streamkit.streams.pipeline import compile_pipelines
 
             for compiled in compile_pipelines(self.app, self):
                 self._pipelines.setdefault(compiled.topic.name, []).append(compiled)
@@ -518,14 +570,19 @@ class Runtime:
                 batch = await consumer.getmany(timeout_ms=min(100, self.settings.commit_interval_ms))
                 if batch:
                     async with self._lock:
-                        for tp, records in batch.items():
-                            await self._route(tp.topic, tp.partition, records)
+                        # Lowest timestamp first, in slices (streamkit.streams.ordering).
+                        for tp, records in by_timestamp(batch):
+                            await self._route(tp.topic, tp.partition, list(records))
+                if self._alignment is not None:
+                    await self._align()
                 if self.settings.window_idle_close_ms and not any(tp.topic in self._pipelines for tp in batch):
                     # Pipelines tick after each of their batches; with none, idle partitions'
                     # windows would never close by wall clock (an app whose input stopped
                     # altogether never emitted its last windows).
                     await self._tick_pipelines()
                 if time.monotonic() - self._last_commit >= interval or self._cache_full():
+                    async with self._lock:
+                        await self._mark_idle_inputs()
                     await self.commit()
                 self._report_lag()
                 for table in self.app.tables.values():
@@ -590,6 +647,83 @@ class Runtime:
             if high is not None and committed is not None:
                 out[tp] = max(high - committed, 0)
         return out
+
+    def stream_times(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """Per stateful DSL operator and owned partition: (stream time, lag behind its
+        furthest input), for /metrics."""
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        seen: set[int] = set()
+        for compiled in (c for sources in self._pipelines.values() for c in sources):
+            ctx = compiled.ctx
+            if id(ctx) in seen:
+                continue
+            seen.add(id(ctx))
+            for operator in ctx.operators:
+                for partition in sorted({p for _t, p in self.assigned}):
+                    reported = operator.stream_time(partition)
+                    if reported is not None:
+                        out[(operator.name, partition)] = reported
+        return out
+
+    async def _align(self) -> None:
+        """Pause the DSL's input partitions that run ahead of the slowest one with records
+        left to read, and resume them as it catches up (``ordering.Alignment``): a backfill
+        then moves all partitions' event time together, so windows downstream close steadily
+        instead of staying open until the last partition is read."""
+        consumer, alignment = self._consumer, self._alignment
+        if consumer is None or alignment is None:
+            return
+        watermarks: dict[TP, int] = {}
+        lagging: set[TP] = set()
+        for topic, sources in self._pipelines.items():
+            external = [c for c in sources if not c.stamped]
+            if not external:
+                continue
+            clocks = external[0].ctx.clocks
+            for t, p in self.assigned:
+                if t != topic:
+                    continue
+                clock = clocks.get((t, p))
+                watermarks[(t, p)] = clock.marks.get(0, MIN_TIMESTAMP) if clock is not None else MIN_TIMESTAMP
+                tp = TopicPartition(t, p)
+                high = consumer.highwater(tp)
+                if high is None or await consumer.position(tp) < high:
+                    lagging.add((t, p))
+        pause, resume = alignment.update(watermarks, lagging, self.clock())
+        if pause:
+            consumer.pause(*(TopicPartition(*tp) for tp in sorted(pause)))
+            self.metrics.alignment_pauses += len(pause)
+        resume = {tp for tp in resume if tp[1] not in self._restores and tp in self.assigned}
+        if resume:
+            consumer.resume(*(TopicPartition(*tp) for tp in sorted(resume)))
+        self.metrics.paused_for_alignment = len(alignment.paused)
+
+    async def _mark_idle_inputs(self) -> None:
+        """Partitions of a pipeline's external topics that never had a record and are read to
+        their end say so downstream, so repartition topics' stream time is the minimum of
+        the partitions that have data (Flink's idle sources)."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        for topic, sources in self._pipelines.items():
+            for compiled in sources:
+                if compiled.stamped or not compiled.ctx.stampers.get(topic):
+                    continue
+                for t, p in sorted(self.assigned):
+                    if t != topic or (t, p) in self._announced_idle:
+                        continue
+                    clock = compiled.ctx.clocks.get((t, p))
+                    if clock is not None and clock.marks:
+                        continue
+                    tp = TopicPartition(t, p)
+                    high = consumer.highwater(tp)
+                    if high is None or await consumer.position(tp) < high:
+                        continue
+                    self._announced_idle.add((t, p))
+                    compiled.ctx.partition = p
+                    compiled.ctx.topic = t
+                    compiled.mark_idle(p)
+                    await compiled.flush()
 
     def standby_tasks(self) -> set[int]:
         """The tasks whose table partitions this worker keeps warm for another worker."""
@@ -786,6 +920,11 @@ class Runtime:
         # that commit as well.
         self._pending_sends.append((topic, task))
 
+    def send_soon_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                      timestamp: int | None = None) -> None:
+        """Produce already-encoded bytes with headers and timestamp (late records)."""
+        self._produce(topic, key, value, headers=headers, timestamp=timestamp)
+
     def produce_raw(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None) -> None:
         """Produce already-encoded bytes (global tables write their changelog this way)."""
         self._produce(topic, key, value, partition=partition)
@@ -818,6 +957,11 @@ class Runtime:
             # in the open transactions; the stop() it spawned may not have run yet, and a
             # periodic or rebalance commit here would commit that event as processed.
             return
+        contexts: set[int] = set()
+        for compiled in (c for sources in self._pipelines.values() for c in sources):
+            if id(compiled.ctx) not in contexts:  # the sources of one graph share one context
+                contexts.add(id(compiled.ctx))
+                await compiled.before_commit()
         await self.gate.close()
         try:
             offsets = {tp: o for tp, o in self.acks.committable().items()
@@ -1000,12 +1144,25 @@ class Runtime:
     # -- timers --------------------------------------------------------------------------
 
     async def _timer(self, interval_ms: int, fn: Any, name: str) -> None:
+        """Run ``fn`` every ``interval_ms`` behind the processing gate, like an agent's event:
+        a commit waits for a running timer and a timer waits for a running commit, so its
+        table writes land in a transaction that is open (a commit prepares them) and are
+        committed with it. A timer that raises stops the worker, as a failing agent does."""
         while True:
             await asyncio.sleep(interval_ms / 1000)
+            await self.gate.enter()
             try:
                 await fn()
-            except Exception:
-                log.exception("timer %s failed", name)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("timer %s failed; stopping the worker", name)
+                if self.failure is None:
+                    self.failure = exc
+                self._spawn(self.stop())
+                return
+            finally:
+                self.gate.leave()
 
     # -- stop ----------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import operator
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -37,24 +37,58 @@ from streamkit.streams.codecs import StrCodec, codec_for
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.metrics import RestoreProgress
 from streamkit.streams.partitioners import Partitioner, murmur2_partition
-from streamkit.streams.processing import jsonable
+from streamkit.streams.processing import record_late
 from streamkit.streams.progress import Task as ProgressTask
-from streamkit.streams.topic import partition_for_key
+from streamkit.streams.topic import Topic, partition_for_key
+from streamkit.streams.watermarks import InputClock
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
-    StreamTime,
     TumblingWindows,
     Window,
-    duration_ms,
     expired,
+    seconds_ms,
     window_starts,
     windows_for,
 )
 
 if TYPE_CHECKING:
-    from streamkit.streams.app import App
-    from streamkit.streams.runtime import Runtime
+    from pathlib import Path
+
+    from streamkit.streams.partitioners import PartitionerDetector
+    from streamkit.streams.processing import PipelineRuntime
+    from streamkit.streams.progress import ProgressReporter
+    from streamkit.streams.settings import AppSettings
+
+    class Runtime(PipelineRuntime, Protocol):
+        """What a table needs of the worker: the broker, metrics, progress, partitioners
+        and producing (its changelog records), besides what late records need."""
+
+        @property
+        def bootstrap(self) -> str | None: ...
+
+        @property
+        def progress(self) -> ProgressReporter: ...
+
+        def partitioning(self, topic: str) -> PartitionerDetector: ...
+
+        def produce_raw(self, topic: str, key: bytes | None, value: bytes | None,
+                        partition: int | None = None) -> None: ...
+
+
+class App(Protocol):
+    """What a table needs of its app: names, where its state lives, its changelog topic."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def settings(self) -> AppSettings: ...
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
 
 __all__ = ["GlobalTable", "NotCoPartitionedError", "PartitionCountError", "Table", "TableNotOwned", "WindowSet", "WindowedTable"]
 
@@ -110,17 +144,6 @@ def partition_count_message(table: Table, topic: str, count: int, agent: str | N
             f"(its repartition topic has num.partitions partitions)")
 
 
-def _seconds_to_ms(value: float | timedelta, what: str) -> int:
-    """Faust-style sizes: seconds (int or float) or a timedelta."""
-    if isinstance(value, timedelta):
-        return duration_ms(value)
-    return duration_ms(seconds=value) if value else _raise(what)
-
-
-def _raise(what: str) -> int:
-    raise ValueError(f"{what} must be positive")
-
-
 class Table:
     is_global = False
 
@@ -141,7 +164,7 @@ class Table:
         self.expires_ms: int | None = None
         self._store: Store | None = None
         self._txns: dict[int, Transaction] = {}
-        self._stream_time: dict[int, StreamTime] = {}
+        self._stream_time: dict[int, InputClock] = {}
         # The stream time each partition's store holds: a windowed update only moves the
         # in-memory one, and prepare_commit writes it once per commit, not once per event.
         self._stream_time_saved: dict[int, int] = {}
@@ -169,19 +192,19 @@ class Table:
 
     def tumbling(self, size: float | timedelta, *, expires: float | timedelta | None = None) -> WindowedTable:
         """Windowed by tumbling windows of ``size`` seconds (or a timedelta)."""
-        spec = TumblingWindows(_seconds_to_ms(size, "window size"))
+        spec = TumblingWindows(seconds_ms(size, "window size"))
         return self._windowed(spec, expires)
 
     def hopping(self, size: float | timedelta, step: float | timedelta, *,
                 expires: float | timedelta | None = None) -> WindowedTable:
-        spec = HoppingWindows(_seconds_to_ms(size, "window size"), _seconds_to_ms(step, "window step"))
+        spec = HoppingWindows(seconds_ms(size, "window size"), seconds_ms(step, "window step"))
         return self._windowed(spec, expires)
 
     def _windowed(self, spec: TumblingWindows | HoppingWindows, expires: float | timedelta | None) -> WindowedTable:
         if self.window is not None:
             raise ValueError(f"table {self.name!r} is already windowed")
         self.window = spec
-        self.expires_ms = _seconds_to_ms(expires, "expires") if expires is not None else spec.size_ms * 10
+        self.expires_ms = seconds_ms(expires, "expires") if expires is not None else spec.size_ms * 10
         return WindowedTable(self)
 
     # -- fingerprint -------------------------------------------------------------------
@@ -351,8 +374,11 @@ class Table:
         # Stream time comes back with the state: starting again from nothing would accept
         # records for windows that were already expired (and deleted) before the restart.
         raw = txn.get(_STREAM_TIME_KEY) if self.window is not None else None
-        self._stream_time[partition] = StreamTime(int(raw) if raw else MIN_TIMESTAMP)
-        self._stream_time_saved[partition] = self._stream_time[partition].value
+        clock = InputClock(None, 0)
+        if raw:
+            clock.restore({"marks": {"0": int(raw)}, "last": int(raw)}, 0)
+        self._stream_time[partition] = clock
+        self._stream_time_saved[partition] = clock.value(0)
 
     def revoke(self, partitions: set[int]) -> None:
         if self._store is None:
@@ -375,9 +401,10 @@ class Table:
         out = {}
         for p, txn in self._txns.items():
             st = self._stream_time.get(p)
-            if st is not None and st.value != self._stream_time_saved.get(p, MIN_TIMESTAMP):
-                txn.set(_STREAM_TIME_KEY, str(st.value).encode())  # restored by restore()
-                self._stream_time_saved[p] = st.value
+            if st is not None and st.value(0) != self._stream_time_saved.get(p, MIN_TIMESTAMP):
+                now = st.value(0)
+                txn.set(_STREAM_TIME_KEY, str(now).encode())  # restored by restore()
+                self._stream_time_saved[p] = now
             if txn.pending:
                 out[p] = txn.changelog_records()
         return out
@@ -396,9 +423,9 @@ class Table:
             return
         for p, txn in self._txns.items():
             st = self._stream_time.get(p)
-            if st is None or st.value == MIN_TIMESTAMP or txn.status != TransactionStatus.OPEN:
+            if st is None or st.value(0) == MIN_TIMESTAMP or txn.status != TransactionStatus.OPEN:
                 continue
-            threshold = st.value - self.expires_ms
+            threshold = st.value(0) - self.expires_ms
             if threshold <= self._expired_up_to.get(p, MIN_TIMESTAMP):
                 continue  # stream time has not moved: nothing new can have expired
             WindowedTransaction(txn).expire_windows(threshold)
@@ -639,7 +666,7 @@ class WindowSet:
 
     def delta(self, seconds: float | timedelta) -> Any:
         """The value in the window holding the current event's timestamp minus ``seconds``."""
-        return self.table.value_at(self.key, self.table.event_time() - _seconds_to_ms(seconds, "delta"))
+        return self.table.value_at(self.key, self.table.event_time() - seconds_ms(seconds, "delta"))
 
     def value(self) -> Any:
         return self.current()
@@ -686,8 +713,10 @@ class WindowedTable:
         txn, p = table._txn_for(kb)
         stream_time = table._stream_time.get(p)
         if stream_time is None:
-            stream_time = table._stream_time[p] = StreamTime()
-        now = stream_time.observe(ts)
+            stream_time = table._stream_time[p] = InputClock(None, 0)
+        # The partition's watermark, the one stream-time implementation (an agent's table is
+        # fed by one input partition: its largest timestamp so far).
+        now = stream_time.observe(0, ts, 0)
         view = WindowedTransaction(txn)
         codec = table.value_codec
         default = table.default
@@ -711,20 +740,15 @@ class WindowedTable:
                 old = None
             view.store_window(slot, kb, start, end, codec.dumps(fn(old)), new=raw is None)
         if late:
-            self._late(kb)
+            self._late(kb, now)
 
-    def _late(self, key_bytes: bytes) -> None:
-        """The event's windows are all expired: count it once and, with
-        ``late.records.topic.name``, send it there (key: the table key; value: the event's
-        value as JSON), as the DSL does with its late records."""
+    def _late(self, key_bytes: bytes, watermark: int) -> None:
+        """The event's windows are all expired: handled as the DSL's late records are
+        (``processing.record_late``; key: the table key)."""
         runtime = self.table._runtime
-        if runtime is None:
-            return
-        runtime.metrics.late_records += 1
-        topic = runtime.settings.late_records_topic
         event = current_event()
-        if topic and event is not None:
-            runtime.produce_raw(topic, key_bytes, orjson.dumps(jsonable(event.value)))
+        if runtime is not None and event is not None:
+            record_late(runtime, self.table.name, key_bytes, event, watermark)
 
     def value_at(self, key: Any, timestamp: int) -> Any:
         view, kb, _p = self._view(key)

@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from streamkit.streams.codecs import Codec, CodecError, StrCodec, codec_for
 from streamkit.streams.event import Event, TimestampExtractor, extract_timestamp
 from streamkit.streams.partitioners import canonical_partitioner, murmur2_partition
 
-if TYPE_CHECKING:
-    from streamkit.streams.app import App
+
+class Sender(Protocol):
+    """What a topic needs of a running worker: sending."""
+
+    async def send(self, topic: Topic, key: Any, value: Any, *, headers: Any = None, timestamp: int | None = None,
+                   partition: int | None = None) -> tuple[int, int]: ...
+
+    def send_soon(self, topic: Topic, key: Any, value: Any, *, headers: Any = None, timestamp: int | None = None,
+                  partition: int | None = None) -> None: ...
+
+
+class Owner(Protocol):
+    """What a topic needs of its app: the worker running it."""
+
+    def require_runtime(self) -> Sender: ...
+
 
 __all__ = ["Topic", "partition_for_key"]
 
@@ -37,7 +51,7 @@ class Topic:
     ``GET /tables/{table}/{key}``, whether a table key an agent uses belongs to the record's
     task). Without it the worker detects it from the keys it reads."""
 
-    def __init__(self, app: App, name: str, *, key_type: Any = str, value_type: Any = None,
+    def __init__(self, app: Owner, name: str, *, key_type: Any = str, value_type: Any = None,
                  partitions: int | None = None, config: dict[str, str] | None = None,
                  internal: bool = False, key_codec: Codec | None = None,
                  value_codec: Codec | None = None, timestamp: TimestampExtractor | None = None,

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 import httpx
@@ -42,7 +42,40 @@ from streamkit.streams.codecs import CodecError
 from streamkit.streams.table import TableNotOwned
 
 if TYPE_CHECKING:
-    from streamkit.streams.runtime import Runtime
+    from streamkit.streams.metrics import Metrics
+    from streamkit.streams.table import Table
+
+
+class _App(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def tables(self) -> dict[str, Table]: ...
+
+
+class Runtime(Protocol):
+    """What the web endpoints need of the worker: its app, state and metrics."""
+
+    @property
+    def app(self) -> _App: ...
+
+    @property
+    def bootstrap(self) -> str | None: ...
+
+    @property
+    def assigned(self) -> set[tuple[str, int]]: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
+    def lag(self) -> dict[tuple[str, int], int]: ...
+
+    def standby_tasks(self) -> set[int]: ...
+
+    def standby_lag(self) -> dict[tuple[str, int], int]: ...
+
+    def stream_times(self) -> dict[tuple[str, int], tuple[int, int]]: ...
 
 __all__ = ["WebServer", "advertised_client_id"]
 
@@ -166,7 +199,7 @@ class WebServer:
 
     async def metrics(self) -> Response:
         rt = self.runtime
-        text = rt.metrics.render(rt.app.id, rt.lag, rt.standby_lag)
+        text = rt.metrics.render(rt.app.id, rt.lag, rt.standby_lag, rt.stream_times)
         return Response(text, 200, media_type="text/plain; version=0.0.4")
 
     def _queryable(self, name: str) -> Any:

@@ -21,12 +21,12 @@ Conventions
 
 Lateness (Kafka Streams' grace period)
 --------------------------------------
-Stream time is the largest record timestamp seen so far on a partition (``StreamTime``). A
-window is *closed* once ``close_time(spec, window) <= stream_time``, where the close time is
+Stream time is the operator's watermark (``streamkit.streams.watermarks``: the minimum over
+the partitions feeding it of the largest timestamp each has seen). A window is *closed* once ``close_time(spec, window) <= stream_time``, where the close time is
 ``window.end + grace`` (plus the inactivity gap for sessions, which can grow until then).
 A record that would only change closed windows is late and must be dropped; a closed window
 never reopens because stream time never goes back. Kafka observes the record's own timestamp
-before checking, and so must the runtime: ``stream_time.observe(ts)`` first, then the checks.
+before checking, and so must the runtime: observe the timestamp first, then the checks.
 
 Retention (``expired``) is separate from closing: a closed window's result may still be
 needed (emit-final, interactive queries, and for sliding windows as a seed for new windows),
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -52,13 +52,11 @@ __all__ = [
     "SessionWindows",
     "SlidingPlan",
     "SlidingWindows",
-    "StreamTime",
     "TumblingWindows",
     "Window",
     "WindowSpec",
     "apply_sliding_plan",
     "close_time",
-    "closed_windows",
     "duration_ms",
     "expired",
     "hopping",
@@ -66,10 +64,9 @@ __all__ = [
     "merge_session",
     "min_retention_ms",
     "plan_sliding",
+    "seconds_ms",
     "session",
-    "sessionize",
     "sliding",
-    "sliding_aggregate",
     "sliding_scan_range",
     "sliding_window_ranges",
     "tumbling",
@@ -81,7 +78,7 @@ A = TypeVar("A")
 V = TypeVar("V")
 
 # Below every real timestamp (Kafka's record timestamps are signed 64-bit), so a fresh
-# StreamTime closes nothing and every first record is on time.
+# clock closes nothing and every first record is on time.
 MIN_TIMESTAMP = -(2**63)
 
 _MS_PER_SECOND = 1_000
@@ -204,6 +201,15 @@ def duration_ms(
     return _duration(
         value, ms=ms, seconds=seconds, minutes=minutes, hours=hours, days=days, what="duration"
     )
+
+
+def seconds_ms(value: float | timedelta, what: str) -> int:
+    """Faust-style durations (timers, agents' windowed tables): seconds, int or float, or a
+    timedelta; a positive whole number of milliseconds (``duration_ms``'s checks)."""
+    ms = duration_ms(value) if isinstance(value, timedelta) else duration_ms(seconds=value)
+    if ms <= 0:
+        raise ValueError(f"{what} must be positive, got {ms} ms")
+    return ms
 
 
 def _grace(grace: int | timedelta | None) -> int:
@@ -380,14 +386,6 @@ def close_time(spec: WindowSpec, window: Window) -> int:
     return window.end + spec.grace_ms
 
 
-def closed_windows(spec: WindowSpec, windows: Iterable[Window], stream_time: int) -> list[Window]:
-    """The windows that are closed at ``stream_time``, ascending (the order to emit finals).
-
-    ``end + grace <= stream_time`` (``end + gap + grace`` for sessions, see ``close_time``).
-    Monotone in stream time: once a window is in this list it stays in it."""
-    return sorted(w for w in windows if close_time(spec, w) <= stream_time)
-
-
 def expired(window_end: int, expires_ms: int, stream_time: int) -> bool:
     """Whether a window may be deleted from its store: ``window_end + expires_ms <=
     stream_time``. Keep ``expires_ms >= min_retention_ms(spec)``."""
@@ -407,40 +405,6 @@ def min_retention_ms(spec: WindowSpec) -> int:
     if isinstance(spec, SessionWindows):
         return spec.gap_ms + spec.grace_ms
     return spec.grace_ms
-
-
-class StreamTime:
-    """A partition's event-time watermark (Kafka Streams' "stream time"): the largest
-    timestamp observed so far. It never goes back, which is what makes "closed" final.
-
-    ``initial`` restores a value saved with the committed offsets: starting over from the
-    sentinel after a restart would accept records that were late before it.
-    """
-
-    __slots__ = ("_value",)
-
-    def __init__(self, initial: int = MIN_TIMESTAMP) -> None:
-        self._value = _check_int(initial, "stream time")
-
-    @property
-    def value(self) -> int:
-        return self._value
-
-    def observe(self, timestamp: int) -> int:
-        """Account for a record's timestamp (before checking it for lateness); the new value."""
-        if timestamp > self._value:
-            self._value = timestamp
-        return self._value
-
-    def advance_to(self, timestamp: int) -> int:
-        """Move forward without a record (e.g. wall-clock advancement of an idle partition,
-        decided by the caller); never backwards. The new value."""
-        if timestamp > self._value:
-            self._value = timestamp
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"StreamTime({self._value})"
 
 
 # --------------------------------------------------------------------------- sliding windows
@@ -611,33 +575,6 @@ def apply_sliding_plan(
     return out
 
 
-def sliding_aggregate(
-    spec: SlidingWindows,
-    records: Sequence[tuple[int, V]],
-    init: Callable[[], A],
-    add: Callable[[A, V], A],
-) -> dict[Window, A]:
-    """Every sliding window of ``records`` (timestamp, value) with its aggregate, from
-    scratch: the definition the incremental ``plan_sliding`` must reproduce. Each window
-    folds its records in the order given (the arrival order). Quadratic: a test oracle."""
-    stamps = sorted({ts for ts, _ in records})
-    windows: set[Window] = set()
-    for i, ts in enumerate(stamps):
-        left, right = sliding_window_ranges(spec, ts)
-        windows.add(left)
-        # right(ts) holds the records in (ts, ts + D + 1]; it exists when the next one is there.
-        if i + 1 < len(stamps) and stamps[i + 1] < right.end:
-            windows.add(right)
-    result: dict[Window, A] = {}
-    for window in sorted(windows):
-        agg = init()
-        for ts, value in records:
-            if window.contains(ts):
-                agg = add(agg, value)
-        result[window] = agg
-    return result
-
-
 # --------------------------------------------------------------------------- session windows
 #
 # Kafka Streams' session windows with inactivity gap G. A session spans its first to its last
@@ -670,16 +607,3 @@ def merge_session(
     start = min([timestamp, *(w.start for w in replaced)])
     end = max([timestamp + 1, *(w.end for w in replaced)])
     return Window(start, end), replaced
-
-
-def sessionize(gap_ms: int, timestamps: Iterable[int]) -> list[Window]:
-    """The sessions of a set of timestamps, ascending, from scratch (the oracle for
-    ``merge_session``): sorted, split wherever two neighbours are more than ``gap`` apart."""
-    _check_gap(gap_ms)
-    sessions: list[Window] = []
-    for ts in sorted(timestamps):
-        if sessions and ts - (sessions[-1].end - 1) <= gap_ms:
-            sessions[-1] = Window(sessions[-1].start, ts + 1)
-        else:
-            sessions.append(Window(ts, ts + 1))
-    return sessions

@@ -120,10 +120,16 @@ async def test_pageviews(broker: BrokerProcess, workers: list[Worker], tmp_path:
         view("cid", "/cart", 65), view("dan", "/cart", 55), view("eve", "/checkout", 62),
         view("eve", "/health", 20),
     ]
-    # Later views on every page move each partition's stream time far past those windows.
-    flush1 = [view("zed", page, 600) for page in ("/home", "/cart", "/checkout")]
+    # Later views on every page, and health checks on every partition of page_views (the
+    # users hc0..hc7 cover its four), move stream time far past those windows: it is the
+    # minimum over the input partitions, so every partition must move.
+    def flush(seconds: float) -> list[tuple[str, dict[str, str], int]]:
+        return ([view("zed", page, seconds) for page in ("/home", "/cart", "/checkout")]
+                + [view(f"hc{i}", "/health", seconds) for i in range(8)])
+
+    flush1 = flush(600)
     late = [view("late", "/home", 30)]  # for a window that closed: dropped by the DSL count
-    flush2 = [view("zed", page, 1200) for page in ("/home", "/cart", "/checkout")]
+    flush2 = flush(1200)
 
     async def table_has(page: str, views: list[tuple[str, dict[str, str], int]]) -> bool:
         want = hopping_counts([ts for _u, v, ts in views if v["page"] == page])

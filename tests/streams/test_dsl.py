@@ -20,11 +20,10 @@ import orjson
 import pytest
 
 import streamkit
-from streamkit.state import MemoryBackend, StorePartition
 from streamkit.streams.app import App
 from streamkit.streams.dsl import CoPartitionError
-from streamkit.streams.processing import STREAM_TIME_KEY, StreamTimes
 from streamkit.streams.topic import partition_for_key
+from streamkit.streams.watermarks import IDLE, WM_HEADER, InputClock, decode_stamp
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
@@ -34,13 +33,12 @@ from streamkit.streams.windows import (
     Window,
     WindowSpec,
     is_late,
-    sessionize,
-    sliding_aggregate,
     windows_for,
 )
 from streamkit.testing import http_get
 
 from .conftest import Probe, eventually, running
+from .oracles import sessionize, sliding_aggregate
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -146,8 +144,12 @@ async def test_group_by_repartitions_and_keeps_per_key_order(make_app: Any, prob
         await probe.settle(runtime)
     outs = await read_out(probe, f"{app.id}-by-page")
     assert by_key(outs) == {p: [v["seq"] for _k, v, _ts in records if v["page"] == p] for p in pages}
-    repartitioned = await probe.read(f"{app.id}-by-page-repartition")
+    stamped = await probe.read(f"{app.id}-by-page-repartition")
+    # Every record carries its source partition's watermark; watermark-only records are not data.
+    stamps = [decode_stamp(dict(r.headers)[WM_HEADER]) for r in stamped]
+    repartitioned = [r for r, stamp in zip(stamped, stamps, strict=True) if stamp.is_data]
     assert len(repartitioned) == 50
+    assert {s.partition for s in stamps if s.kind != IDLE} == {partition_for_key(b"u", PARTITIONS)}
     for r in repartitioned:
         assert r.partition == partition_for_key(r.key, PARTITIONS)
         assert orjson.loads(r.value)["page"] == r.key.decode()
@@ -372,18 +374,25 @@ async def test_windowed_aggregations_match_the_oracle(make_app: Any, probe: Prob
         assert late == 0
 
 
-async def test_late_records_go_to_the_late_topic(make_app: Any, probe: Probe) -> None:
+async def test_late_records_go_to_the_late_topic(make_app: Any, probe: Probe,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
     app = make_app(config={"late.records.topic.name": f"late-{make_app().id}"})
     late_topic = app.settings.late_records_topic
     source = app.topic(f"{app.id}-in", value_type=int, partitions=PARTITIONS)
-    app.stream(source).window(streamkit.tumbling(ms=100), grace=10).count().final().to(f"{app.id}-counts")
+    app.stream(source).window(streamkit.tumbling(ms=100), grace=10).count(name="c").final().to(f"{app.id}-counts")
     records = [("k", 1, T0 + 5), ("k", 2, T0 + 150), ("k", 3, T0 + 50), ("k", 4, T0 + 105), ("k", 5, T0 + 250)]
     async with running(app) as runtime:
-        await probe.produce_many(source.name, encode_records(records))
+        for key, value, ts in encode_records(records):
+            await probe.produce(source.name, value, key=key, timestamp=ts, headers=[("trace", b"t-%d" % ts)])
         await probe.settle(runtime)
         assert runtime.metrics.late_records == 1
+        assert runtime.metrics.late_by_operator == {"c": 1}
         late = await eventually(lambda: _nonempty(probe, late_topic), "the late record")
     assert [(r.key, orjson.loads(r.value)) for r in late] == [(b'"k"', 3)]
+    # Its own timestamp and headers.
+    assert late[0].timestamp == T0 + 50
+    assert list(late[0].headers) == [("trace", b"t-%d" % (T0 + 50))]
+    assert "c: dropped 1 late record(s)" in caplog.text
     outs = await read_out(probe, f"{app.id}-counts")
     assert [(o.value["start"] - T0, o.value["value"]) for o in outs] == [(0, 1), (100, 2)]
 
@@ -424,20 +433,15 @@ async def test_no_idle_close_by_default(make_app: Any, probe: Probe) -> None:
 
 
 def test_idle_clock_starts_when_stream_time_is_loaded() -> None:
-    """window.idle.close.ms needs a wall-clock anchor per partition: it is set when a
-    partition's stream time is loaded from its store (after a restart or a move), not only
-    when a record moves stream time; a partition with no stream time has none."""
-    wall = [10_000]
-    times = StreamTimes(lambda: wall[0])
-    txn = StorePartition(MemoryBackend()).begin()
-    txn.set(STREAM_TIME_KEY, b"500")
-    st = times.for_partition(0, txn)
-    assert (st.value, times.last_wall[0], times.closed[0]) == (500, (10_000, 500), 500)
-    assert not times.advance_idle(0, txn, 11_999, 2_000)
-    assert times.advance_idle(0, txn, 12_000, 2_000)
-    assert st.value == 2_500 and txn.get(STREAM_TIME_KEY) == b"2500"
-    assert times.advance_idle(0, txn, 12_001, 2_000) and st.value == 2_501
-    assert not times.advance_idle(1, StorePartition(MemoryBackend()).begin(), 10**9, 1)
+    """window.idle.close.ms needs a wall-clock anchor per input: it is set when an input's
+    watermark is restored from a store (after a restart or a move), not only when a record
+    moves it; an input with no watermark drifts from nothing."""
+    clock = InputClock(None, 0)
+    clock.restore({"marks": {"0": 500}, "last": 500}, 10_000)
+    assert clock.value(11_999, 2_000) == 500
+    assert clock.value(12_000, 2_000) == 2_500
+    assert clock.value(12_001, 2_000) == 2_501
+    assert InputClock(None, 0).value(10**9, 1) == MIN_TIMESTAMP
 
 
 async def _n_outputs(probe: Probe, topic: str, n: int) -> list[Out] | None:

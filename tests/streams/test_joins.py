@@ -26,23 +26,24 @@ from hypothesis import strategies as st
 from streamkit.state import MemoryBackend, StorePartition
 from streamkit.state.windowed import WindowedTransaction
 from streamkit.streams.app import App
-from streamkit.streams.dsl import CoPartitionError, _StoreJoinBuffers
+from streamkit.streams.dsl import CoPartitionError
 from streamkit.streams.joins import (
     JoinBuffers,
     Joined,
     JoinHow,
     JoinWindows,
-    MemoryJoinBuffers,
     TableJoinUpdate,
     expire_stream_join,
     stream_join,
     table_join_update,
 )
+from streamkit.streams.pipeline import _StoreJoinBuffers
 from streamkit.streams.processing import KeyCodec
 from streamkit.streams.topic import partition_for_key
 from streamkit.streams.windows import MIN_TIMESTAMP
 
 from .conftest import Probe, running
+from .oracles import MemoryJoinBuffers
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -340,18 +341,23 @@ async def test_stream_joins_a_global_table(make_app: Any, probe: Probe, table_pa
 
 def oracle_stream_join(steps: list[tuple[int, list[tuple[str, Any, int]]]], within: int,
                        how: JoinHow) -> list[Result]:
-    """What the worker has emitted after ``steps`` (processed in step order; per partition,
-    as stream time is): per partition, the batch join of the records that were not late,
-    with the unmatched ones only once final at the partition's stream time."""
+    """What the worker has emitted after ``steps``: per partition, the batch join of the
+    records that were not late with respect to their own topic partition, with the
+    unmatched ones only once final at the join's stream time, the smaller of the two
+    sides' watermarks (Flink's model: a side that has not reached a time holds it back)."""
     per_partition: dict[int, list[Arrival]] = defaultdict(list)
     for side, items in steps:
         for key, value, ts in items:
             per_partition[partition_for_key(key.encode(), PARTITIONS)].append((side, key, value, ts))
     out: list[Result] = []
     for arrivals in per_partition.values():
-        final_before = max(ts for *_r, ts in arrivals) - 2 * within
-        out += [r for r in batch_join(not_late(arrivals, within), within, how)
-                if None not in (r[1], r[2]) or r[3] < final_before]
+        sides = [[a for a in arrivals if a[0] == side] for side in (0, 1)]
+        if not all(sides):
+            final_before = MIN_TIMESTAMP
+        else:
+            final_before = min(max(ts for *_r, ts in side) for side in sides) - 2 * within
+        kept = [a for side in sides for a in not_late(side, within)]
+        out += [r for r in batch_join(kept, within, how) if None not in (r[1], r[2]) or r[3] < final_before]
     return out
 
 
@@ -374,9 +380,9 @@ async def test_windowed_stream_stream_join(make_app: Any, probe: Probe, how: str
         (1, [("a", "A3", T0 + 200), ("c", "C1", T0 + 420), ("e", "E1", T0 + 500)]),
         (0, [("a", "a4", T0 + 900), ("b", "b3", T0 + 900), ("c", "c2", T0 + 900), ("d", "d2", T0 + 900),
              ("e", "e2", T0 + 900)]),
-        # Late (700 + within < 900 on a's partition): dropped, though a4 is buffered within
-        # reach; a right record within the window of a4 still joins it.
-        (1, [("a", "A-late", T0 + 700), ("a", "A4", T0 + 850)]),
+        # Late (700 + within < 850, its own partition's watermark): dropped, though a4 is
+        # buffered within reach; a right record within the window of a4 still joins it.
+        (1, [("a", "A4", T0 + 850), ("a", "A-late", T0 + 700)]),
     ]
     async with running(app) as runtime:
         for side, items in steps:

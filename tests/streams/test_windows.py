@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streamkit.streams.watermarks import InputClock
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
@@ -19,13 +20,11 @@ from streamkit.streams.windows import (
     SessionWindows,
     SlidingPlan,
     SlidingWindows,
-    StreamTime,
     TumblingWindows,
     Window,
     WindowSpec,
     apply_sliding_plan,
     close_time,
-    closed_windows,
     duration_ms,
     expired,
     hopping,
@@ -34,14 +33,14 @@ from streamkit.streams.windows import (
     min_retention_ms,
     plan_sliding,
     session,
-    sessionize,
     sliding,
-    sliding_aggregate,
     sliding_scan_range,
     sliding_window_ranges,
     tumbling,
     windows_for,
 )
+
+from .oracles import closed_windows, sessionize, sliding_aggregate
 
 PROPS = settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 
@@ -317,10 +316,10 @@ windows = st.builds(
 def test_closed_stays_closed_as_stream_time_advances(
     spec: WindowSpec, ws: list[Window], times: list[int]
 ) -> None:
-    clock = StreamTime()
+    clock = InputClock(None, 0)
     previous: set[Window] = set()
     for ts in times:  # arbitrary order: stream time only takes the maximum
-        now = clock.observe(ts)
+        now = clock.observe(0, ts, 0)
         closed = closed_windows(spec, ws, now)
         assert closed == sorted(closed)
         assert previous <= set(closed)
@@ -334,28 +333,26 @@ def test_closed_stays_closed_as_stream_time_advances(
 
 
 def test_stream_time_basics() -> None:
-    clock = StreamTime()
-    assert clock.value == MIN_TIMESTAMP
-    assert clock.observe(-5) == -5
-    assert clock.observe(10) == 10
-    assert clock.observe(3) == 10  # out of order: stays
-    assert clock.advance_to(7) == 10  # idle advancement never goes back
-    assert clock.advance_to(20) == 20
-    assert clock.value == 20
-    assert StreamTime(42).value == 42
-    assert repr(clock) == "StreamTime(20)"
+    """A partition's watermark (``watermarks.InputClock`` with one input): the largest
+    timestamp so far; it never goes back, which is what makes "closed" final."""
+    clock = InputClock(None, 0)
+    assert clock.value(0) == MIN_TIMESTAMP
+    assert clock.observe(0, -5, 0) == -5
+    assert clock.observe(0, 10, 0) == 10
+    assert clock.observe(0, 3, 0) == 10  # out of order: stays
+    assert clock.value(0) == 10
 
 
 @PROPS
-@given(st.lists(st.tuples(st.booleans(), st.integers(-(2**63), 2**63 - 1)), max_size=30))
-def test_stream_time_never_decreases(ops: list[tuple[bool, int]]) -> None:
-    clock = StreamTime()
+@given(st.lists(st.integers(-(2**63) + 1, 2**63 - 1), max_size=30))
+def test_stream_time_never_decreases(stamps: list[int]) -> None:
+    clock = InputClock(None, 0)
     seen = MIN_TIMESTAMP
-    for observe, ts in ops:
-        before = clock.value
-        after = clock.observe(ts) if observe else clock.advance_to(ts)
+    for ts in stamps:
+        before = clock.value(0)
+        after = clock.observe(0, ts, 0)
         seen = max(seen, ts)
-        assert after == clock.value == seen >= before
+        assert after == clock.value(0) == seen >= before
 
 
 # --------------------------------------------------------------------------- sliding windows
@@ -501,12 +498,12 @@ def test_sliding_with_grace_and_retention_matches_oracle(
     as retention allows: nothing the plan touches or reads is closed or gone."""
     spec = sliding(size, grace=grace)
     retention = min_retention_ms(spec)
-    clock = StreamTime()
+    clock = InputClock(None, 0)
     store: Store = {}
     deleted: dict[Window, Agg] = {}
     accepted: list[tuple[int, str]] = []
     for i, ts in enumerate(stamps):
-        now = clock.observe(ts)
+        now = clock.observe(0, ts, 0)
         for start in [s for s in store if expired(s + size + 1, retention, now)]:
             deleted[Window(start, start + size + 1)] = store.pop(start)[0]
         if is_late(ts + 1, grace, now):  # its left window is closed: later than grace

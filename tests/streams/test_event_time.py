@@ -1,0 +1,306 @@
+"""Event time across partitions, without a broker: the compiled DSL operators driven
+directly, their repartition records delivered in any order a broker and several workers
+could produce, and the final results compared with the batch computation.
+
+The driver (``Topology``) stands in for the worker's loop only: it hands batches of records
+to ``CompiledSource.process`` and keeps what the processors produce, per topic partition, in
+production order, as a broker would. Everything it drives is the production code."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import streamkit
+from streamkit.state import MemoryBackend, StorePartition
+from streamkit.streams.app import App
+from streamkit.streams.metrics import Metrics
+from streamkit.streams.pipeline import CompiledSource, compile_pipelines
+from streamkit.streams.processing import LateLog
+from streamkit.streams.topic import partition_for_key
+from streamkit.streams.watermarks import WM_HEADER, InputClock, decode_stamp, encode_stamp
+from streamkit.streams.windows import MIN_TIMESTAMP
+
+T0 = 1_700_000_040_000
+SOURCE_PARTITIONS = 3
+PARTITIONS = 2  # num.partitions: the repartition topics and the state
+SIZE, GRACE = 1_000, 200
+LATE_TOPIC = "late"
+
+
+@dataclass
+class Record:
+    """What a consumer hands the runtime (the attributes of aiokafka's ConsumerRecord)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass
+class Worker:
+    """The part of the runtime compiled pipelines use: settings, clock, decode, produce."""
+
+    app: App
+    produced: dict[tuple[str, int], list[Record]] = field(default_factory=lambda: defaultdict(list))
+    metrics: Metrics = field(default_factory=Metrics)
+    wall: int = 0
+
+    @property
+    def settings(self) -> Any:
+        return self.app.settings
+
+    def clock(self) -> int:
+        return self.wall
+
+    @property
+    def late_log(self) -> LateLog:
+        return self._late_log
+
+    def __post_init__(self) -> None:
+        self._late_log = LateLog(self.clock)
+
+    def topic_partitions(self, name: str) -> int | None:
+        topic = self.app.topics.get(name)
+        return topic.partitions if topic is not None else None
+
+    def decode(self, topic: Any, record: Record) -> Any:
+        return topic.event(record.key, record.value, record.timestamp, list(record.headers), record.partition,
+                           record.offset)
+
+    async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                      timestamp: int | None = None, partition: int | None = None, track: bool = True) -> None:
+        self.append(topic, key, value, headers=headers, timestamp=timestamp, partition=partition)
+
+    def append(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+               timestamp: int | None = None, partition: int | None = None) -> None:
+        if partition is None:
+            count = self.topic_partitions(topic) or PARTITIONS
+            partition = 0 if key is None else partition_for_key(key, count)
+        log = self.produced[(topic, partition)]
+        log.append(Record(topic, partition, len(log), timestamp or 0, key, value, tuple(headers or ())))
+
+    def send_soon_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
+                      timestamp: int | None = None) -> None:
+        self.append(topic, key, value, headers=headers, timestamp=timestamp)
+
+
+Clicks = dict[int, list[tuple[str, int]]]  # source partition -> [(page, timestamp)] in order
+
+
+def click_app(two_hops: bool) -> App:
+    app = App("clicks", config={"num.partitions": PARTITIONS, "late.records.topic.name": LATE_TOPIC})
+    clicks = app.topic("clicks", value_type=dict, partitions=SOURCE_PARTITIONS)
+    stream = app.stream(clicks).group_by(lambda v: v["page"], name="by-page")
+    if two_hops:
+        stream = stream.map(lambda v: {**v, "site": v["page"][:2]}).group_by(lambda v: v["page"], name="again")
+    (stream.window(streamkit.tumbling(ms=SIZE), grace=timedelta(milliseconds=GRACE))
+        .count(name="per-window").final().to("counts"))
+    return app
+
+
+class Topology:
+    """One app's compiled pipelines over in-memory stores, fed batch by batch."""
+
+    def __init__(self, app: App, worker: Worker | None = None) -> None:
+        self.app = app
+        self.worker = worker or Worker(app)
+        for table in app.tables.values():
+            for p in range(table.partitions):
+                table._txns.setdefault(p, StorePartition(MemoryBackend()).begin())
+        self.sources: dict[str, CompiledSource] = {c.topic.name: c for c in compile_pipelines(app, self.worker)}  # type: ignore[arg-type]
+        self.read: dict[tuple[str, int], int] = defaultdict(int)
+
+    def pending(self) -> list[tuple[str, int]]:
+        return [tp for tp, log in self.worker.produced.items()
+                if tp[0] in self.sources and self.read[tp] < len(log)]
+
+    async def step(self, tp: tuple[str, int], n: int) -> None:
+        log = self.worker.produced[tp]
+        start = self.read[tp]
+        batch = log[start:start + n]
+        self.read[tp] = start + len(batch)
+        self.worker.wall += 1
+        await self.sources[tp[0]].process(tp[1], batch)
+
+    async def run(self, rng: random.Random, max_batch: int) -> None:
+        while pending := self.pending():
+            await self.step(rng.choice(pending), rng.randint(1, max_batch))
+
+    def results(self) -> dict[tuple[str, int], int]:
+        out: dict[tuple[str, int], int] = {}
+        for (topic, _p), log in self.worker.produced.items():
+            if topic == "counts":
+                for r in log:
+                    value = orjson.loads(r.value or b"null")
+                    key = (value["key"], value["start"])
+                    assert key not in out, f"window {key} emitted twice"
+                    out[key] = value["value"]
+        return out
+
+    def late(self) -> list[tuple[str, int]]:
+        return sorted((orjson.loads(r.value or b"null")["page"], r.timestamp)
+                      for (topic, _p), log in self.worker.produced.items() if topic == LATE_TOPIC for r in log)
+
+
+def produce_clicks(worker: Worker, clicks: Clicks) -> None:
+    for p, records in clicks.items():
+        log = worker.produced[("clicks", p)]
+        for page, ts in records:
+            log.append(Record("clicks", p, len(log), ts, f"user{len(log) % 5}".encode(),
+                              orjson.dumps({"page": page}), ()))
+
+
+def batch_reference(clicks: Clicks) -> tuple[dict[tuple[str, int], int], list[tuple[str, int]]]:
+    """Final counts and dropped records computed from all records at once: a record is late
+    when its window closed by its own partition's largest timestamp so far (itself
+    included); a window is final once every partition's largest timestamp closed it."""
+    counts: dict[tuple[str, int], int] = defaultdict(int)
+    late: list[tuple[str, int]] = []
+    finals = []
+    for records in clicks.values():
+        high = MIN_TIMESTAMP
+        for page, ts in records:
+            high = max(high, ts)
+            start = ts - ts % SIZE
+            if start + SIZE + GRACE <= high:
+                late.append((page, ts))
+            else:
+                counts[(page, start)] += 1
+        finals.append(high)
+    stream_time = min(finals)
+    return {k: n for k, n in counts.items() if k[1] + SIZE + GRACE <= stream_time}, sorted(late)
+
+
+pages = st.sampled_from(["/a", "/b", "/c", "/d", "/e"])
+
+
+@st.composite
+def partition_clicks(draw: st.DrawFn) -> list[tuple[str, int]]:
+    """Mostly ascending timestamps with steps back, some beyond grace (late)."""
+    ts = T0 + draw(st.integers(0, 3_000))
+    out = []
+    for _ in range(draw(st.integers(1, 25))):
+        if draw(st.booleans()):
+            ts += draw(st.integers(0, 700))
+            out.append((draw(pages), ts))
+        else:
+            out.append((draw(pages), ts - draw(st.integers(0, 2_000))))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(clicks=st.fixed_dictionaries({p: partition_clicks() for p in range(SOURCE_PARTITIONS)}),
+       seed=st.integers(0, 2**32), max_batch=st.integers(1, 30), two_hops=st.booleans())
+def test_any_interleaving_gives_the_batch_reference(clicks: Clicks, seed: int, max_batch: int,
+                                                    two_hops: bool) -> None:
+    """However the partitions' records (and the repartition topics' records) interleave,
+    the final counts are the batch reference, and exactly the records late with respect to
+    their own partition are dropped (and sent to the late topic)."""
+    topology = Topology(click_app(two_hops))
+    produce_clicks(topology.worker, clicks)
+    asyncio.run(topology.run(random.Random(seed), max_batch))
+    expected, late = batch_reference(clicks)
+    assert topology.results() == expected
+    assert topology.late() == late
+    assert topology.worker.metrics.late_records == len(late)
+
+
+def test_a_far_future_record_closes_nothing_until_the_others_catch_up() -> None:
+    """One partition an hour ahead: the windows of the others stay open, then all close."""
+    topology = Topology(click_app(False))
+    worker = topology.worker
+    produce_clicks(worker, {0: [("/a", T0), ("/a", T0 + 3_600_000)]})
+
+    async def go() -> None:
+        await topology.run(random.Random(1), 5)
+        assert topology.results() == {}
+        produce_clicks(worker, {1: [("/a", T0 + 10)], 2: [("/a", T0 + 20)]})
+        await topology.run(random.Random(2), 5)
+        assert topology.results() == {}  # partitions 1 and 2 are at T0 + 20
+        produce_clicks(worker, {1: [("/a", T0 + 3_600_000)], 2: [("/a", T0 + 3_600_000)]})
+        await topology.run(random.Random(3), 5)
+
+    asyncio.run(go())
+    assert topology.results() == {("/a", T0): 3}
+    assert topology.late() == []
+
+
+def test_restart_mid_backlog_changes_nothing() -> None:
+    """Processing stops half way; a new worker (fresh clocks, the same stores: what a restart
+    restores) continues from there and the result is the batch reference."""
+    rng = random.Random(7)
+    clicks = {p: sorted((rng.choice("abc"), T0 + rng.randrange(8_000)) for _ in range(40))
+              for p in range(SOURCE_PARTITIONS)}
+    clicks = {p: [(f"/{page}", ts) for page, ts in sorted(recs, key=lambda r: r[1])] for p, recs in clicks.items()}
+    app = click_app(True)
+    first = Topology(app)
+    produce_clicks(first.worker, clicks)
+
+    async def go() -> None:
+        for _ in range(40):
+            if pending := first.pending():
+                await first.step(rng.choice(pending), rng.randint(1, 10))
+        # Restart: the same stores, newly compiled operators with fresh clocks.
+        second = Topology(app, first.worker)
+        second.read = first.read
+        await second.run(rng, 10)
+
+    asyncio.run(go())
+    expected, late = batch_reference(clicks)
+    assert late == []
+    assert first.results() == expected
+
+
+def test_empty_source_partition_is_left_out_once_it_says_it_is_idle() -> None:
+    topology = Topology(click_app(False))
+    produce_clicks(topology.worker, {0: [("/a", T0), ("/a", T0 + 5_000)], 1: [("/b", T0), ("/b", T0 + 5_000)]})
+
+    async def go() -> None:
+        await topology.run(random.Random(1), 5)
+        assert topology.results() == {}  # partition 2 holds stream time back
+        source = topology.sources["clicks"]
+        source.ctx.topic, source.ctx.partition = "clicks", 2
+        source.mark_idle(2)
+        await source.flush()
+        await topology.run(random.Random(1), 5)
+
+    asyncio.run(go())
+    assert topology.results() == {("/a", T0): 1, ("/b", T0): 1}
+
+
+def test_stamps_round_trip_and_cost_few_bytes() -> None:
+    for kind, p, wm, own in [(0, 2, T0, T0), (0, 1, T0, T0 + 5), (1, 0, T0, T0), (3, 7, MIN_TIMESTAMP, MIN_TIMESTAMP)]:
+        stamp = decode_stamp(encode_stamp(kind, p, wm, own))
+        assert (stamp.partition, stamp.watermark, stamp.own) == (p, wm, own)
+    assert len(encode_stamp(0, 1, T0, T0)) + len(WM_HEADER) == 27
+
+
+def test_input_clock_is_the_minimum_and_never_goes_back() -> None:
+    clock = InputClock(3, 0)
+    clock.observe(0, 500, 0)
+    clock.observe(1, 100, 0)
+    assert clock.value(0) == MIN_TIMESTAMP  # partition 2 not heard of
+    clock.observe(2, 300, 0)
+    assert clock.value(0) == 100
+    clock.observe(1, 50, 0)  # watermarks never go back
+    assert clock.value(0) == 100
+    clock.observe(1, 1_000, 0)
+    assert clock.value(0) == 300 and clock.lag(0) == 700
+    # window.idle.close.ms: partition 2 silent for 1 s drops out; the minimum of the others.
+    clock.observe(0, 2_000, 900)
+    clock.observe(1, 2_000, 900)
+    assert clock.value(999, 1_000) == 300
+    assert clock.value(1_000, 1_000) == 2_000
