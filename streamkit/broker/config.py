@@ -171,15 +171,8 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms",
               "transaction_remove_expired_transaction_cleanup_interval_ms", "int", 3600000, None,
               "how often expired transactional.ids are removed", _at_least(1)),
-    ConfigDef("group.share.record.lock.duration.ms", "group_share_record_lock_duration_ms", "int",
-              30000, None, "how long a share consumer holds an acquired record before it is "
-              "redelivered", _at_least(1000)),
     ConfigDef("group.share.delivery.count.limit", "group_share_delivery_count_limit", "int", 5,
               None, "deliveries of one record before a share group archives it", _at_least(2)),
-    ConfigDef("group.share.session.timeout.ms", "group_share_session_timeout_ms", "int", 45000,
-              None, "how long a silent share-group member stays in its group", _at_least(1)),
-    ConfigDef("group.share.heartbeat.interval.ms", "group_share_heartbeat_interval_ms", "int",
-              5000, None, "the heartbeat interval share-group members are told", _at_least(1)),
     ConfigDef("group.share.partition.max.record.locks", "group_share_partition_max_record_locks",
               "int", 2000, None, "most records in one share-partition's in-flight window",
               _at_least(100)),
@@ -374,10 +367,7 @@ class BrokerConfig:
     transactional_id_expiration_ms: int = 604800000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
-    group_share_record_lock_duration_ms: int = 30000
     group_share_delivery_count_limit: int = 5
-    group_share_session_timeout_ms: int = 45000
-    group_share_heartbeat_interval_ms: int = 5000
     group_share_partition_max_record_locks: int = 2000
     share_coordinator_state_topic_num_partitions: int = 50
     listeners: str = ""

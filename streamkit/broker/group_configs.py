@@ -18,6 +18,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from streamkit.broker.config import BrokerConfig
 from streamkit.log.checkpoint import write_atomically
@@ -107,8 +108,9 @@ class GroupConfig:
 def broker_defaults(broker: BrokerConfig) -> GroupConfig:
     """Every group's config before overrides: the broker's group.<kind>.* settings."""
     values = broker.to_kafka()
-    return GroupConfig(**{d.attr: int(values[d.broker_default]) for d in GROUP_CONFIG_DEFS
-                          if d.broker_default is not None})
+    defaults: dict[str, Any] = {d.attr: int(values[d.broker_default]) for d in GROUP_CONFIG_DEFS
+                                if d.broker_default is not None}
+    return GroupConfig(**defaults)
 
 
 def _parse(d: GroupConfigDef, raw: str, broker: dict[str, str]) -> int | str:
@@ -139,7 +141,7 @@ def _parse(d: GroupConfigDef, raw: str, broker: dict[str, str]) -> int | str:
 def validate_group_configs(overrides: dict[str, str], broker: BrokerConfig) -> GroupConfig:
     """The effective GroupConfig for ``overrides``; ConfigError names the first problem."""
     values = broker.to_kafka()
-    changes: dict[str, int | str] = {}
+    changes: dict[str, Any] = {}
     for name, raw in overrides.items():
         d = _BY_NAME.get(name)
         if d is None:
@@ -173,9 +175,10 @@ class GroupConfigStore:
                 self._effective[group_id] = validate_group_configs(overrides, self.broker)
             except ConfigError:
                 # the broker's bounds changed since: keep the stored values, as Kafka does
-                self._effective[group_id] = dataclasses.replace(self._defaults, **{
+                stored: dict[str, Any] = {
                     _BY_NAME[k].attr: (int(v) if _BY_NAME[k].kind == "int" else v)
-                    for k, v in overrides.items() if k in _BY_NAME})
+                    for k, v in overrides.items() if k in _BY_NAME}
+                self._effective[group_id] = dataclasses.replace(self._defaults, **stored)
             self._overrides[group_id] = dict(overrides)
 
     def get(self, group_id: str) -> GroupConfig:

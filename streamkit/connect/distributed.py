@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -370,7 +370,8 @@ class DistributedHerder:
         interval = common.transaction_boundary_interval_ms
         if interval is None:
             interval = common.offset_flush_interval_ms or self.worker.offset_flush_interval_ms
-        boundary = "interval" if common.transaction_boundary == "interval" else "poll"
+        boundary: Literal["poll", "interval"] = (
+            "interval" if common.transaction_boundary == "interval" else "poll")
         return ExactlyOnce(transactional_id(self.worker.group_id, name, index), self.worker.offset_storage_topic,
                            boundary, interval)
 
