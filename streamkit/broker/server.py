@@ -204,16 +204,20 @@ class Broker:
                 "cleanup.policy": "compact",
                 "segment.bytes": str(cfg.transaction_state_log_segment_bytes)})
         offsets_partitions = topics.topics[OFFSETS_TOPIC].partitions
+        meta = self.data_dir / ".meta"
+        group_configs = GroupConfigStore(meta, cfg)
+        group_configs.load()
         consumer_groups = ConsumerGroups(
             ConsumerSettings(cfg.group_consumer_session_timeout_ms, cfg.group_consumer_heartbeat_interval_ms,
                              tuple(a.strip() for a in cfg.group_consumer_assignors.split(",") if a.strip()), cfg.group_consumer_max_size),
-            lambda: {name: info.partitions for name, info in topics.topics.items()}, clock)
+            lambda: {name: info.partitions for name, info in topics.topics.items()}, clock,
+            lambda g: (group_configs.get(g).consumer_session_timeout_ms,
+                       group_configs.get(g).consumer_heartbeat_interval_ms))
         coordinator = GroupCoordinator(settings, offsets_partitions,
                                        _InternalStore(topics, OFFSETS_TOPIC), clock, cfg.offset_metadata_max_bytes,
                                        consumer_groups)
         coordinator.load()
         groups = GroupRuntime(coordinator)
-        meta = self.data_dir / ".meta"
         producer_ids = ProducerIds(meta)
         waiters = AppendWaiters()
         txns = TransactionCoordinator(
@@ -223,8 +227,6 @@ class Broker:
             _InternalStore(topics, TRANSACTION_STATE_TOPIC),
             _Markers(topics, coordinator, waiters, clock), producer_ids.next_id, clock)
         txns.load()
-        group_configs = GroupConfigStore(meta, cfg)
-        group_configs.load()
         share = self._share_coordinator(topics, clock, group_configs.overrides)
         try:
             self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,

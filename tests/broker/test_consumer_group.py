@@ -156,6 +156,21 @@ def test_session_timeout_removes_a_silent_member() -> None:
     assert rb.assignment == parts(0, 1, 2, 3, 4, 5)
 
 
+def test_a_groups_own_timeouts_override_the_brokers() -> None:
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms set on one group (its
+    GROUP-resource configs) apply to that group only."""
+    clock = Clock()
+    own = {"fast": (8000, 1500)}
+    groups = ConsumerGroups(ConsumerSettings(session_timeout_ms=45000, heartbeat_interval_ms=5000),
+                            lambda: {"t": 6}, clock, lambda g: own.get(g, (45000, 5000)))
+    assert join(groups, "a", group="fast").heartbeat_interval_ms == 1500
+    assert join(groups, "b", group="slow").heartbeat_interval_ms == 5000
+    clock.now += 9000
+    assert groups.tick() == [("fast", "a")]
+    clock.now += 40000
+    assert groups.tick() == [("slow", "b")]
+
+
 def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
     groups, clock, _ = make()
     a = join(groups, "a")

@@ -22,6 +22,7 @@ from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeR
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.static.primitive import i32
 
 from streamkit.testing import BrokerProcess
 from tests.integration.util import QUIET, admin, call, connect, create_topic, wait_until
@@ -428,3 +429,30 @@ def test_members_rejoin_after_a_broker_restart_and_resume_from_committed_offsets
         assert epoch_before >= 1
     finally:
         consumer.close()
+
+
+def test_a_groups_own_configs_set_its_members_timeouts(broker: BrokerProcess, topic_name: str, group: str) -> None:
+    """consumer.heartbeat.interval.ms / consumer.session.timeout.ms set on the GROUP resource
+    (IncrementalAlterConfigs, as Kafka 4's admin tools do) reach that group's heartbeats."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from kio.schema.consumer_group_heartbeat.v0.request import ConsumerGroupHeartbeatRequest
+
+    create_topic(broker.bootstrap, topic_name, 2)
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("consumer.heartbeat.interval.ms", "6000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])
+    client = admin(broker.bootstrap)
+    client.incremental_alter_configs([resource])[resource].result(30)
+
+    def heartbeat(group_id: str) -> Any:
+        with connect(broker.bootstrap) as sock:
+            return call(sock, ConsumerGroupHeartbeatRequest(
+                group_id=group_id, member_id=str(uuid.uuid4()), member_epoch=i32(0), instance_id=None,
+                rack_id=None, rebalance_timeout=datetime.timedelta(seconds=60),
+                subscribed_topic_names=(topic_name,), server_assignor=None, topic_partitions=()))
+
+    own = heartbeat(group)
+    assert own.error_code == ErrorCode.none and own.heartbeat_interval == datetime.timedelta(milliseconds=6000)
+    other = heartbeat(f"{group}-other")
+    assert other.error_code == ErrorCode.none
+    assert other.heartbeat_interval == datetime.timedelta(milliseconds=int(HEARTBEAT_MS))

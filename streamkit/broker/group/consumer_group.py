@@ -180,10 +180,14 @@ class ConsumerGroups:
     """Every consumer group of the new protocol on this broker."""
 
     def __init__(self, settings: ConsumerSettings, topics: Callable[[], Mapping[str, int]],
-                 clock: Callable[[], int]) -> None:
+                 clock: Callable[[], int],
+                 timeouts: Callable[[str], tuple[int, int]] | None = None) -> None:
         self.settings = settings
         self.topics = topics
         self.clock = clock
+        # A group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms (its
+        # GROUP-resource configs), when set; the broker's defaults otherwise.
+        self.timeouts = timeouts or (lambda _g: (settings.session_timeout_ms, settings.heartbeat_interval_ms))
         self.groups: dict[str, ConsumerGroup] = {}
 
     def get(self, group_id: str) -> ConsumerGroup | None:
@@ -193,7 +197,7 @@ class ConsumerGroups:
 
     def _fail(self, error: ErrorCode, message: str, req: HeartbeatRequest) -> HeartbeatResult:
         return HeartbeatResult(error, message, req.member_id or None, req.member_epoch,
-                               self.settings.heartbeat_interval_ms)
+                               self.timeouts(req.group_id)[1])
 
     def _validate(self, req: HeartbeatRequest) -> HeartbeatResult | None:
         if not req.group_id:
@@ -249,7 +253,8 @@ class ConsumerGroups:
         if isinstance(found, HeartbeatResult):
             return found
         member, changed = found
-        member.session_deadline_ms = now + self.settings.session_timeout_ms
+        session_timeout_ms, heartbeat_interval_ms = self.timeouts(req.group_id)
+        member.session_deadline_ms = now + session_timeout_ms
         changed |= self._update(member, req)
         sizes = self._subscribed_sizes(group)
         if changed or sizes != group.subscribed_sizes:
@@ -264,7 +269,7 @@ class ConsumerGroups:
         if send:
             member.last_sent = assigned
         return HeartbeatResult(ErrorCode.none, None, member.member_id, member.member_epoch,
-                               self.settings.heartbeat_interval_ms, assigned if send else None)
+                               heartbeat_interval_ms, assigned if send else None)
 
     def _member(self, group: ConsumerGroup, req: HeartbeatRequest) -> tuple[ConsumerMember, bool] | HeartbeatResult:
         """The request's member, created or taken over on a join; ``True`` when it is new."""
@@ -419,7 +424,7 @@ class ConsumerGroups:
             member.member_epoch = LEAVE_GROUP_STATIC_EPOCH
         else:
             group.remove(mid)
-        return HeartbeatResult(ErrorCode.none, None, mid, req.member_epoch, self.settings.heartbeat_interval_ms)
+        return HeartbeatResult(ErrorCode.none, None, mid, req.member_epoch, self.timeouts(req.group_id)[1])
 
     # -- timers --------------------------------------------------------------------------
 
