@@ -34,7 +34,7 @@ from typing import Any
 from streamkit.broker.config import BrokerConfig
 from streamkit.broker.server import Broker
 
-__all__ = ["TEST_SETTINGS", "BrokerProcess", "BrokerThread", "embedded_broker", "http_get"]
+__all__ = ["TEST_SETTINGS", "BrokerProcess", "BrokerThread", "embedded_broker", "http_get", "metric_value"]
 
 TEST_SETTINGS: dict[str, str] = {
     "group.initial.rebalance.delay.ms": "0",
@@ -84,6 +84,18 @@ async def http_get(port: int, path: str, host: str = "127.0.0.1", timeout: float
     if b"application/json" in head.lower():
         return status, json.loads(body)
     return status, body.decode()
+
+
+def metric_value(text: str, name: str, **labels: str) -> float | None:
+    """The value of sample ``name`` with exactly ``labels`` in a worker's ``/metrics`` text
+    (Prometheus exposition format), or None when there is no such sample."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return None
 
 
 class BrokerThread:

@@ -1,10 +1,19 @@
-"""Worker metrics, rendered as Prometheus text on ``/metrics``."""
+"""Worker metrics, exposed as Prometheus text on ``/metrics`` through prometheus-client.
+
+The counters live here as plain integers on the hot path; each scrape turns them into
+metric families (one registry per scrape, so workers in one process never share series).
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 __all__ = ["Metrics", "RestoreProgress"]
 
@@ -50,65 +59,69 @@ class Metrics:
     def render(self, app_id: str, lag: Callable[[], dict[TP, int]],
                standby_lag: Callable[[], dict[tuple[str, int], int]] = dict,
                stream_times: Callable[[], dict[tuple[str, int], tuple[int, int]]] = dict) -> str:
-        lines = [
-            "# HELP streamkit_records_consumed_total Records consumed per partition.",
-            "# TYPE streamkit_records_consumed_total counter",
+        """The Prometheus text exposition of these metrics, by prometheus-client."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Families(self.families(app_id, lag(), standby_lag(), stream_times())))
+        return generate_latest(registry).decode()
+
+    def families(self, app_id: str, lag: dict[TP, int], standby_lag: dict[tuple[str, int], int],
+                 stream_times: dict[tuple[str, int], tuple[int, int]]) -> list[Metric]:
+        def family(kind: type[CounterMetricFamily | GaugeMetricFamily], name: str, doc: str,
+                   labels: tuple[str, ...], rows: Iterable[tuple[tuple[str, ...], float]]) -> Metric:
+            out = kind(name, doc, labels=["app", *labels])
+            for values, value in rows:
+                out.add_metric([app_id, *values], value)
+            return out
+
+        counter, gauge = CounterMetricFamily, GaugeMetricFamily
+        return [
+            family(counter, "streamkit_records_consumed", "Records consumed per partition.",
+                   ("topic", "partition"),
+                   (((t, str(p)), n) for (t, p), n in sorted(self.consumed_total.items()))),
+            family(gauge, "streamkit_consumer_lag",
+                   "Records between the committed position and the end of the partition.",
+                   ("topic", "partition"), (((t, str(p)), n) for (t, p), n in sorted(lag.items()))),
+            family(gauge, "streamkit_records_per_second", "Records consumed per second over ~10 s.",
+                   (), [((), round(self.records_per_second(), 1))]),
+            family(counter, "streamkit_events_processed", "Events processed.", (),
+                   [((), self.processed_total)]),
+            family(counter, "streamkit_late_records",
+                   "Records dropped because their window had closed (beyond grace).", (),
+                   [((), self.late_records)]),
+            family(counter, "streamkit_operator_late_records", "Late records per operator.",
+                   ("operator",), (((op,), n) for op, n in sorted(self.late_by_operator.items()))),
+            family(gauge, "streamkit_stream_time_ms",
+                   "An operator's stream time (the minimum watermark of its inputs).",
+                   ("operator", "partition"),
+                   (((op, str(p)), now) for (op, p), (now, _) in sorted(stream_times.items()))),
+            family(gauge, "streamkit_stream_time_lag_ms",
+                   "How far an operator's stream time is behind its furthest input "
+                   "(what its slowest input holds back).", ("operator", "partition"),
+                   (((op, str(p)), behind) for (op, p), (_, behind) in sorted(stream_times.items()))),
+            family(counter, "streamkit_deserialization_errors", "Records that could not be decoded.",
+                   (), [((), self.deserialization_errors)]),
+            family(gauge, "streamkit_paused_for_alignment",
+                   "Input partitions paused because they run ahead of the slowest (max.task.idle.ms).",
+                   (), [((), self.paused_for_alignment)]),
+            family(counter, "streamkit_commits", "Commits.", (), [((), self.commits)]),
+            family(gauge, "streamkit_restore_records",
+                   "Changelog records restored / to restore per table partition.",
+                   ("table", "partition", "kind"),
+                   [row for (table, p), progress in sorted(self.restore.items())
+                    for row in (((table, str(p), "restored"), progress.restored),
+                                ((table, str(p), "total"), progress.total))]),
+            family(gauge, "streamkit_standby_lag",
+                   "Changelog records a standby table partition has not applied yet.",
+                   ("table", "partition"),
+                   (((t, str(p)), n) for (t, p), n in sorted(standby_lag.items()))),
         ]
-        for (topic, partition), n in sorted(self.consumed_total.items()):
-            lines.append(f'streamkit_records_consumed_total{{app="{app_id}",topic="{topic}",partition="{partition}"}} {n}')
-        lines += [
-            "# HELP streamkit_consumer_lag Records between the committed position and the end of the partition.",
-            "# TYPE streamkit_consumer_lag gauge",
-        ]
-        for (topic, partition), n in sorted(lag().items()):
-            lines.append(f'streamkit_consumer_lag{{app="{app_id}",topic="{topic}",partition="{partition}"}} {n}')
-        lines += [
-            "# TYPE streamkit_records_per_second gauge",
-            f'streamkit_records_per_second{{app="{app_id}"}} {self.records_per_second():.1f}',
-            "# TYPE streamkit_events_processed_total counter",
-            f'streamkit_events_processed_total{{app="{app_id}"}} {self.processed_total}',
-            "# HELP streamkit_late_records_total Records dropped because their window had closed (beyond grace).",
-            "# TYPE streamkit_late_records_total counter",
-            f'streamkit_late_records_total{{app="{app_id}"}} {self.late_records}',
-        ]
-        for operator, n in sorted(self.late_by_operator.items()):
-            lines.append(f'streamkit_late_records_total{{app="{app_id}",operator="{operator}"}} {n}')
-        lines += [
-            "# HELP streamkit_stream_time_ms An operator's stream time (the minimum watermark of its inputs).",
-            "# TYPE streamkit_stream_time_ms gauge",
-        ]
-        times = stream_times()
-        for (operator, partition), (now, _lag) in sorted(times.items()):
-            lines.append(f'streamkit_stream_time_ms{{app="{app_id}",operator="{operator}",partition="{partition}"}} '
-                         f'{now}')
-        lines += [
-            "# HELP streamkit_stream_time_lag_ms How far an operator's stream time is behind its furthest input "
-            "(what its slowest input holds back).",
-            "# TYPE streamkit_stream_time_lag_ms gauge",
-        ]
-        for (operator, partition), (_now, behind) in sorted(times.items()):
-            lines.append(f'streamkit_stream_time_lag_ms{{app="{app_id}",operator="{operator}",partition="{partition}"}} '
-                         f'{behind}')
-        lines += [
-            "# TYPE streamkit_deserialization_errors_total counter",
-            f'streamkit_deserialization_errors_total{{app="{app_id}"}} {self.deserialization_errors}',
-            "# HELP streamkit_paused_for_alignment Input partitions paused because they run ahead of the slowest "
-            "(max.task.idle.ms).",
-            "# TYPE streamkit_paused_for_alignment gauge",
-            f'streamkit_paused_for_alignment{{app="{app_id}"}} {self.paused_for_alignment}',
-            "# TYPE streamkit_commits_total counter",
-            f'streamkit_commits_total{{app="{app_id}"}} {self.commits}',
-            "# HELP streamkit_restore_records Changelog records restored / to restore per table partition.",
-            "# TYPE streamkit_restore_records gauge",
-        ]
-        for (table, partition), progress in sorted(self.restore.items()):
-            labels = f'app="{app_id}",table="{table}",partition="{partition}"'
-            lines.append(f'streamkit_restore_records{{{labels},kind="restored"}} {progress.restored}')
-            lines.append(f'streamkit_restore_records{{{labels},kind="total"}} {progress.total}')
-        lines += [
-            "# HELP streamkit_standby_lag Changelog records a standby table partition has not applied yet.",
-            "# TYPE streamkit_standby_lag gauge",
-        ]
-        for (table, partition), n in sorted(standby_lag().items()):
-            lines.append(f'streamkit_standby_lag{{app="{app_id}",table="{table}",partition="{partition}"}} {n}')
-        return "\n".join(lines) + "\n"
+
+
+class _Families(Collector):
+    """A registry entry that reports metric families computed once per scrape."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._families)

@@ -17,7 +17,7 @@ from streamkit.streams.agent import AgentStream
 from streamkit.streams.app import App
 from streamkit.streams.runtime import Runtime, StartupError
 from streamkit.streams.topic import partition_for_key
-from streamkit.testing import BrokerProcess
+from streamkit.testing import BrokerProcess, metric_value
 
 from .conftest import Probe, eventually, running
 
@@ -187,11 +187,13 @@ async def test_web_endpoints(make_app: Any, probe: Probe) -> None:
         assert status == 200 and ctype.startswith("text/plain")
         p_a = partition_for_key(b"a", 4)
         in_p_a = 2 + (partition_for_key(b"b", 4) == p_a)
-        assert f'streamkit_records_consumed_total{{app="{app.id}",topic="{topic.name}",partition="{p_a}"}} {in_p_a}' in text
-        assert f'streamkit_consumer_lag{{app="{app.id}",topic="{topic.name}",partition="{p_a}"}} 0' in text
-        assert f'streamkit_events_processed_total{{app="{app.id}"}} 3' in text
-        assert f'streamkit_late_records_total{{app="{app.id}"}} 0' in text
-        assert 'table="counts",partition="0",kind="total"' in text
+        where = {"app": app.id, "topic": topic.name, "partition": str(p_a)}
+        assert metric_value(text, "streamkit_records_consumed_total", **where) == in_p_a
+        assert metric_value(text, "streamkit_consumer_lag", **where) == 0
+        assert metric_value(text, "streamkit_events_processed_total", app=app.id) == 3
+        assert metric_value(text, "streamkit_late_records_total", app=app.id) == 0
+        assert metric_value(text, "streamkit_restore_records", app=app.id, table="counts", partition="0",
+                            kind="total") is not None
         # lag() covers the partitions whose end the consumer has seen in a fetch response.
         lag = runtime.lag()
         assert (topic.name, p_a) in lag and set(lag) <= {(topic.name, p) for p in range(4)}
@@ -389,7 +391,8 @@ async def test_consumer_lag_starts_from_the_group_offsets_after_a_restart(make_a
     async with running(again, web_port=0) as runtime:
         await eventually(lambda: runtime.lag() == {(topic.name, 0): 5}, "the lag to be 5", timeout=20)
         _, _, body = await http_get(runtime.web.port, "/metrics")
-        assert f'streamkit_consumer_lag{{app="{again.id}",topic="{topic.name}",partition="0"}} 5' in body.decode()
+        assert metric_value(body.decode(), "streamkit_consumer_lag", app=again.id, topic=topic.name,
+                            partition="0") == 5
         hold.set()
 
 

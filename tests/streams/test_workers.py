@@ -27,6 +27,7 @@ from typing import Any
 import confluent_kafka
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from streamkit.streams.topic import partition_for_key
 from streamkit.testing import BrokerProcess
@@ -294,11 +295,17 @@ async def _owned_by(workers: list[Worker], topic: str, timeout: float = 60) -> l
 
 def _restoring(metrics: str) -> bool:
     """Whether any table partition's restore is behind (restored < total)."""
-    values: dict[tuple[str, str], dict[str, int]] = {}
-    for m in re.finditer(r'streamkit_restore_records\{[^}]*table="([^"]+)",partition="(\d+)",kind="(\w+)"\} (\d+)',
-                         metrics):
-        values.setdefault((m[1], m[2]), {})[m[3]] = int(m[4])
+    values: dict[tuple[str, str], dict[str, float]] = {}
+    for sample in _samples(metrics, "streamkit_restore_records"):
+        labels = sample.labels
+        values.setdefault((labels["table"], labels["partition"]), {})[labels["kind"]] = sample.value
     return any(v.get("restored", 0) < v.get("total", 0) for v in values.values())
+
+
+def _samples(metrics: str, name: str) -> list[Any]:
+    """The samples named ``name`` in a /metrics text (Prometheus exposition format)."""
+    return [sample for family in text_string_to_metric_families(metrics)
+            for sample in family.samples if sample.name == name]
 
 
 async def test_two_workers_share_and_hand_over(scenario: Scenario) -> None:
@@ -357,7 +364,8 @@ async def test_restore_after_deleting_the_local_state(scenario: Scenario) -> Non
     _status, live = await w.get("/tables/counts?limit=100000")
     assert live == s.expected_counts(), "the restored state plus the new records"
     _status, metrics = await w.get("/metrics")
-    restored = sum(int(n) for n in re.findall(r'table="counts",partition="\d+",kind="restored"\} (\d+)', metrics))
+    restored = sum(v for k, v in _metric(metrics, "streamkit_restore_records", "counts").items()
+                   if k.endswith(":restored"))
     assert restored >= 50, "the counts were rebuilt from the changelog"
     await w.terminate()
     assert await s.counts() == s.expected_counts()
@@ -440,8 +448,11 @@ def _produce_fast(bootstrap: str, topic: str, records: Iterable[tuple[bytes, byt
 def _metric(metrics: str, name: str, table: str) -> dict[str, int]:
     """``{partition: value}`` of ``name`` for ``table`` (``kind`` labels joined with ":")."""
     out: dict[str, int] = {}
-    for m in re.finditer(rf'{name}\{{[^}}]*table="{table}",partition="(\d+)"(?:,kind="(\w+)")?\}} (\d+)', metrics):
-        out[m[1] + (f":{m[2]}" if m[2] else "")] = int(m[3])
+    for sample in _samples(metrics, name):
+        labels = sample.labels
+        if labels.get("table") == table:
+            kind = labels.get("kind")
+            out[labels["partition"] + (f":{kind}" if kind else "")] = int(sample.value)
     return out
 
 
