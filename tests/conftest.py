@@ -5,6 +5,7 @@ STREAMKIT_REQUIRE_SERVICES=1 is set, so a missing service is never silently skip
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,3 +18,13 @@ def require_service(available: bool, what: str) -> None:
     if REQUIRE_SERVICES:
         pytest.fail(f"{what} is required (STREAMKIT_REQUIRE_SERVICES=1) but not available")
     pytest.skip(f"{what} is not available")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_shared_spark_session() -> Iterator[None]:
+    """The shared SparkSession (tests/sparkutil.py), when some test started it, stops with
+    its JVM at the end of the test session."""
+    yield
+    from tests.sparkutil import stop_spark_session
+
+    stop_spark_session()

@@ -2,7 +2,7 @@
 
 ``spark_session()`` returns the same cached session on every call: local[2], UI off, one
 shuffle partition per core, so any test module can share it. The session stops when the
-interpreter exits (Spark's own atexit hook), so no fixture owns its lifetime.
+test session ends (``stop_spark_session``, called from tests/conftest.py), JVM included.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["spark_session"]
+__all__ = ["spark_session", "stop_spark_session"]
 
 
 @functools.cache
@@ -22,12 +22,19 @@ def spark_session() -> SparkSession:
     with warnings.catch_warnings():
         # pyspark checks the pandas version on import and warns about pandas 3
         warnings.simplefilter("ignore", FutureWarning)
-        from pyspark.sql import SparkSession
+        from streamkit.spark.session import start_local_session
 
-        return (SparkSession.builder.master("local[2]").appName("streamkit-tests")
-                .config("spark.ui.enabled", "false")
-                .config("spark.sql.shuffle.partitions", "2")
-                .config("spark.default.parallelism", "2")
-                .config("spark.driver.memory", "1g")
-                .config("spark.sql.session.timeZone", "UTC")
-                .getOrCreate())
+        return start_local_session("streamkit-tests", config={
+            "spark.default.parallelism": "2", "spark.driver.memory": "1g",
+            "spark.sql.session.timeZone": "UTC"})
+
+
+def stop_spark_session() -> None:
+    """Stop the shared session and its JVM, if one was started (at the end of the tests)."""
+    if spark_session.cache_info().currsize == 0:
+        return
+    from streamkit.spark.session import stop_jvm
+
+    spark_session().stop()
+    stop_jvm()
+    spark_session.cache_clear()

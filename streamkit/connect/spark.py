@@ -46,6 +46,7 @@ import datetime as dt
 import importlib.util
 import logging
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -283,7 +284,10 @@ def acquire_spark_session(conf: Mapping[str, str]) -> SparkSession:
     with _sessions_lock:
         if _session_users == 0:
             _session_ours = SparkContext._active_spark_context is None
-        builder = SparkSession.builder.appName("streamkit-spark-sink")
+        # Spark's Python workers run this interpreter (where streamkit is installed) unless
+        # the config names another, not whatever python3 is first on the PATH.
+        builder = (SparkSession.builder.appName("streamkit-spark-sink")
+                   .config("spark.pyspark.python", sys.executable))
         for key, value in conf.items():
             builder = builder.config(key, value)
         if "spark.master" in conf:

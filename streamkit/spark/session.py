@@ -20,13 +20,15 @@ from pyspark.sql import SparkSession
 
 from streamkit.spark.source import register
 
-__all__ = ["local_session", "stop_jvm"]
+__all__ = ["local_session", "start_local_session", "stop_jvm"]
 
 
-@contextlib.contextmanager
-def local_session(app_name: str = "streamkit", *, cores: int = 2, shuffle_partitions: int = 2,
-                  config: dict[str, str] | None = None) -> Iterator[SparkSession]:
-    """A ``local[cores]`` session with the UI off and ``format("streamkit")`` registered."""
+def start_local_session(app_name: str = "streamkit", *, cores: int = 2, shuffle_partitions: int = 2,
+                        config: dict[str, str] | None = None) -> SparkSession:
+    """A ``local[cores]`` session with the UI off, this interpreter for Spark's Python
+    workers and ``format("streamkit")`` registered; the caller stops it (``stop_jvm`` too).
+    A session already running in this process is returned as it is, with the source
+    registered."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
@@ -39,6 +41,14 @@ def local_session(app_name: str = "streamkit", *, cores: int = 2, shuffle_partit
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
+    return spark
+
+
+@contextlib.contextmanager
+def local_session(app_name: str = "streamkit", *, cores: int = 2, shuffle_partitions: int = 2,
+                  config: dict[str, str] | None = None) -> Iterator[SparkSession]:
+    """``start_local_session``, stopped with its JVM on exit."""
+    spark = start_local_session(app_name, cores=cores, shuffle_partitions=shuffle_partitions, config=config)
     try:
         yield spark
     finally:

@@ -1,5 +1,5 @@
-"""One local SparkSession for every Spark test (it takes seconds to start), stopped with
-its JVM at the end; each test module has its own broker."""
+"""The test session's one SparkSession (tests/sparkutil.py, shared with the Connect and demo
+tests; it takes seconds to start); each test module has its own broker."""
 
 from __future__ import annotations
 
@@ -8,15 +8,14 @@ from collections.abc import Iterator
 import pytest
 from pyspark.sql import SparkSession
 
-from streamkit.spark import local_session
 from streamkit.testing import BrokerThread
 from tests.analytics.util import broker_fixture
+from tests.sparkutil import spark_session
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    with local_session("streamkit-tests") as session:
-        yield session
+def spark() -> SparkSession:
+    return spark_session()
 
 
 @pytest.fixture(scope="module")
