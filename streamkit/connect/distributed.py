@@ -54,7 +54,7 @@ from streamkit.connect.cluster_state import (
 from streamkit.connect.config import ValidConfig, validate_config, validation_report
 from streamkit.connect.connector import Connector, SinkConnector, SourceConnector
 from streamkit.connect.errors import ConfigError
-from streamkit.connect.herder import HerderError, _entry, _sink_partition
+from streamkit.connect.herder import HerderError, _entry, _sink_partition, source_offset_changes
 from streamkit.connect.kafka_log import KafkaLog, KafkaOffsetStore
 from streamkit.connect.metrics import ConnectMetrics
 from streamkit.connect.offsets import offset_key
@@ -575,13 +575,7 @@ class DistributedHerder:
         if not isinstance(entries, list) or not entries:
             raise HerderError(400, "The request body must contain a non-empty 'offsets' list")
         if self._type(config) == "source":
-            changes = {}
-            for entry in entries:
-                partition, offset = _entry(entry)
-                if offset is not None and not isinstance(offset, Mapping):
-                    raise HerderError(400, "A source offset must be a JSON object or null")
-                changes[offset_key(name, partition)] = (partition, offset)
-            self.offsets.put(name, changes)
+            self.offsets.put(name, source_offset_changes(name, entries))
             await self.offsets.flush()
         else:
             commits = {}

@@ -7,7 +7,6 @@ use ``DistributedWorker`` with explicit ``start``/``stop``.
 from __future__ import annotations
 
 import asyncio
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from streamkit.connect.http import HttpServer
 from streamkit.connect.metrics import ConnectMetrics
 from streamkit.connect.plugins import PluginRegistry
 from streamkit.connect.rest import create_app
+from streamkit.connect.standalone import serve_until_signalled
 from streamkit.connect.worker_config import WorkerConfig, load_worker_config, read_config_file
 
 __all__ = ["DistributedWorker", "run_distributed"]
@@ -76,24 +76,10 @@ class _Deferred:
         return getattr(self._holder["herder"], name)
 
 
-async def _serve(worker: DistributedWorker, ready_file: Path | None) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await worker.start()
-    try:
-        if ready_file is not None:
-            ready_file.write_text(str(worker.port))
-        await stop.wait()
-    finally:
-        await worker.stop()
-
-
 def run_distributed(worker_path: Path, ready_file: Path | None = None) -> None:
     worker = load_worker_config(read_config_file(worker_path))
     missing = [k for k in ("group.id", "config.storage.topic", "offset.storage.topic", "status.storage.topic")
                if not worker.raw().get(k)]
     if missing:
         raise ConfigError({k: ["required in distributed mode"] for k in missing})
-    asyncio.run(_serve(DistributedWorker(worker), ready_file))
+    asyncio.run(serve_until_signalled(DistributedWorker(worker), ready_file))

@@ -392,13 +392,7 @@ class Herder:
             if not isinstance(entries, list) or not entries:
                 raise HerderError(400, "The request body must contain a non-empty 'offsets' list")
             if c.valid.type == "source":
-                changes = {}
-                for entry in entries:
-                    partition, offset = _entry(entry)
-                    if offset is not None and not isinstance(offset, Mapping):
-                        raise HerderError(400, "A source offset must be a JSON object or null")
-                    changes[offset_key(name, partition)] = (partition, offset)
-                self.offsets.put(name, changes)
+                self.offsets.put(name, source_offset_changes(name, entries))
                 await self.offsets.flush()
             else:
                 commits, resets = {}, []
@@ -428,6 +422,18 @@ class Herder:
             else:
                 await kafka_ops.delete_group(self.worker.bootstrap_servers, sink_group(name))
         return {"message": "The offsets for this connector have been reset successfully"}
+
+
+def source_offset_changes(name: str, entries: list[Any]) -> dict[Any, tuple[dict[str, Any], Any]]:
+    """A PATCH /offsets body's entries for source connector ``name``, keyed for the offset
+    store (a null offset resets that source partition)."""
+    changes = {}
+    for entry in entries:
+        partition, offset = _entry(entry)
+        if offset is not None and not isinstance(offset, Mapping):
+            raise HerderError(400, "A source offset must be a JSON object or null")
+        changes[offset_key(name, partition)] = (partition, offset)
+    return changes
 
 
 def _entry(entry: Any) -> tuple[dict[str, Any], Any]:

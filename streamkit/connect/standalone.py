@@ -14,7 +14,7 @@ import logging
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from streamkit.connect import kafka_ops
 from streamkit.connect.errors import ConfigError
@@ -113,7 +113,18 @@ def load_files(worker_path: Path, connector_paths: Sequence[Path]) -> tuple[Work
     return worker, connectors
 
 
-async def _serve_until_signalled(worker: StandaloneWorker, ready_file: Path | None) -> None:
+class _Serving(Protocol):
+    @property
+    def port(self) -> int: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+async def serve_until_signalled(worker: _Serving, ready_file: Path | None) -> None:
+    """Run a Connect worker (standalone or distributed) until SIGINT/SIGTERM; write its REST
+    port to ``ready_file`` once it serves."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -132,4 +143,4 @@ async def _serve_until_signalled(worker: StandaloneWorker, ready_file: Path | No
 
 def run_standalone(worker_path: Path, connector_paths: Sequence[Path], ready_file: Path | None = None) -> None:
     worker, connectors = load_files(worker_path, connector_paths)
-    asyncio.run(_serve_until_signalled(StandaloneWorker(worker, connectors), ready_file))
+    asyncio.run(serve_until_signalled(StandaloneWorker(worker, connectors), ready_file))
