@@ -74,7 +74,7 @@ Targets: streamkit >= 10x faust-streaming, >= 3x quixstreams, >= 100,000 events/
 
 Usage: python benchmarks/streams_bench.py [--events N] [--keys K] [--peer-events N]
            [--skip-peers] [--only streamkit|faust|quix] [--profile DIR] [--cprofile DIR]
-           [--data-dir DIR] [--commit-ms MS] [--partitions P] [--peer-timeout S]
+           [--data-dir DIR] [--commit-ms MS] [--partitions P] [--peer-timeout S] [--exactly-once]
 
 ``--profile DIR`` samples the streamkit workers (and their restores) with py-spy
 (``pip install py-spy``) and prints the hottest functions; ``--cprofile DIR`` runs the
@@ -451,9 +451,10 @@ def run_framework(name: str, args: list[str], env: dict[str, str], cwd: Path, lo
 # -- streamkit --------------------------------------------------------------------------------
 
 
-def streamkit_env(mode: str, app_id: str, data: Dataset, output: str, commit_ms: int, partitions: int) -> dict[str, str]:
+def streamkit_env(mode: str, app_id: str, data: Dataset, output: str, commit_ms: int, partitions: int,
+                  guarantee: str = "at_least_once") -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"STREAMS_BENCH_MODE": mode, "STREAMS_BENCH_APP": app_id, "STREAMS_BENCH_INPUT": data.topic,
+    env.update({"STREAMS_BENCH_GUARANTEE": guarantee, "STREAMS_BENCH_MODE": mode, "STREAMS_BENCH_APP": app_id, "STREAMS_BENCH_INPUT": data.topic,
                 "STREAMS_BENCH_OUTPUT": output, "STREAMS_BENCH_COMMIT_MS": str(commit_ms),
                 "STREAMS_BENCH_PARTITIONS": str(partitions), "PYTHONUNBUFFERED": "1"})
     return env
@@ -531,18 +532,20 @@ def measure_restore(name: str, args: list[str], env: dict[str, str], log: Path, 
 
 
 def run_streamkit(mode: str, bootstrap: str, broker_pid: int, data: Dataset, work: Path, args: argparse.Namespace,
-                  restore: bool = True, tag: str = "") -> tuple[Run, Restore | None]:
+                  restore: bool = True, tag: str = "", guarantee: str = "at_least_once") -> tuple[Run, Restore | None]:
     app_id = f"streams-bench-streamkit-{mode}{tag}"
     output = f"{app_id}-out"
     create_topics(bootstrap, [output], args.partitions)
     run_dir = work / app_id
     run_dir.mkdir(parents=True, exist_ok=True)
     log = work / f"{app_id}.log"
-    env = streamkit_env(mode, app_id, data, output, args.commit_ms, args.partitions)
+    env = streamkit_env(mode, app_id, data, output, args.commit_ms, args.partitions, guarantee)
     prof = Path(args.profile) if args.profile and not tag else None
     cprof = Path(args.cprofile) if args.cprofile and not tag else None
     cmd = streamkit_cmd(bootstrap, run_dir, cprof / f"streamkit-{mode}.prof" if cprof else None)
     label = "streamkit DSL" if mode == "dsl" else "streamkit agent+Table"
+    if guarantee != "at_least_once":
+        label += " (EOS)"
     print(f"\n{label}: {data.events:,} events ({machine_load()}) ...", flush=True)
     run, proc = run_framework(label, cmd, env, PEERS, log, bootstrap, app_id, data, args.partitions,
                               args.timeout, broker_pid, prof / f"streamkit-{mode}.txt" if prof else None)
@@ -699,6 +702,10 @@ def report(runs: list[Run], restores: list[Restore], faust: Run | None, quix: Ru
     for r in runs:
         print(f"{r.name:<30} {r.events:>10,} {fmt_rate(r.rate):>10} {fmt_ratio(r, faust):>9} "
               f"{fmt_ratio(r, quix):>8} {r.cpu_per_100k:>10.2f} {fmt_rate(r.events_per_cpu_s):>9}  {r.note}")
+    for r in runs:
+        base = next((x for x in runs if x.name == r.name.removesuffix(" (EOS)") and x.events == r.events), None)
+        if r.name.endswith(" (EOS)") and base is not None and base.rate == base.rate and r.rate == r.rate:
+            print(f"{r.name:<30} exactly_once / at_least_once throughput: {r.rate / base.rate:.2f}x (target >= 0.85)")
     for res in restores:
         print(f"{res.name:<30} {res.records:>10,} {fmt_rate(res.rate):>10} {'':>9} {'':>8} {'':>10} {'':>9}  "
               f"changelog records/s {res.note}")
@@ -755,6 +762,8 @@ def main() -> int:
     ap.add_argument("--skip-peers", action="store_true", help="streamkit only")
     ap.add_argument("--only", choices=["streamkit", "faust", "quix"], help="run one framework")
     ap.add_argument("--modes", default="dsl,agent", help="streamkit modes to run (default dsl,agent)")
+    ap.add_argument("--exactly-once", action="store_true",
+                    help="also run each streamkit mode under processing.guarantee=exactly_once, same commit interval")
     ap.add_argument("--no-restore", action="store_true", help="skip the changelog restore measurement")
     ap.add_argument("--partitions", type=int, default=4, help="input partitions (default 4)")
     ap.add_argument("--span-minutes", type=int, default=10, help="event-time span of the input (default 10)")
@@ -820,6 +829,11 @@ def main() -> int:
                 runs.append(run)
                 if res is not None:
                     restores.append(res)
+            if args.exactly_once:
+                for mode in modes:
+                    run, _ = run_streamkit(mode, broker.bootstrap, broker_pid, datasets[args.events], work, args,
+                                           restore=False, tag="-eos", guarantee="exactly_once")
+                    runs.append(run)
             if peers and args.peer_events != args.events:
                 # The same data as the peers, for like-for-like ratios (see report()).
                 for mode in modes:

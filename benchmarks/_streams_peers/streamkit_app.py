@@ -6,7 +6,8 @@ Run by the benchmark as ``python -m streamkit worker -A streamkit_app:app -b BOO
 - ``STREAMS_BENCH_MODE``: ``dsl`` (declarative, one final result per closed window to the
   output topic) or ``agent`` (an agent doing ``table[key] += 1`` on a windowed Table).
 - ``STREAMS_BENCH_APP`` (the app id = consumer group), ``STREAMS_BENCH_INPUT``,
-  ``STREAMS_BENCH_OUTPUT``, ``STREAMS_BENCH_COMMIT_MS`` (1000), ``STREAMS_BENCH_PARTITIONS`` (4).
+  ``STREAMS_BENCH_OUTPUT``, ``STREAMS_BENCH_COMMIT_MS`` (1000), ``STREAMS_BENCH_PARTITIONS`` (4),
+  ``STREAMS_BENCH_GUARANTEE`` (``at_least_once``; ``exactly_once`` for ``--exactly-once``).
 
 Input records are keyed by ``value["key"]`` already (the benchmark produces them with the
 Java client's murmur2 partitioner, as streamkit's tables use), so neither mode repartitions.
@@ -25,8 +26,10 @@ INPUT = os.environ.get("STREAMS_BENCH_INPUT", "events")
 OUTPUT = os.environ.get("STREAMS_BENCH_OUTPUT", f"{APP_ID}-out")
 COMMIT_MS = int(os.environ.get("STREAMS_BENCH_COMMIT_MS", "1000"))
 PARTITIONS = int(os.environ.get("STREAMS_BENCH_PARTITIONS", "4"))
+GUARANTEE = os.environ.get("STREAMS_BENCH_GUARANTEE", "at_least_once")
 
-app = streamkit.App(APP_ID, config={"commit.interval.ms": COMMIT_MS, "num.partitions": PARTITIONS})
+app = streamkit.App(APP_ID, config={"commit.interval.ms": COMMIT_MS, "num.partitions": PARTITIONS,
+                                    "processing.guarantee": GUARANTEE})
 events = app.topic(INPUT)  # keys: str, values: JSON (orjson) -> dict
 
 if MODE == "dsl":

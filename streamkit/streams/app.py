@@ -53,21 +53,12 @@ def _interval_ms(interval: float | timedelta) -> int:
     return seconds_ms(interval, "timer interval")
 
 
-def _checked(settings: AppSettings) -> AppSettings:
-    if settings.exactly_once:
-        raise SettingsError(
-            "processing.guarantee=exactly_once needs broker transactions, which arrive in a "
-            "later release; use processing.guarantee=at_least_once"
-        )
-    return settings
-
-
 class App:
     def __init__(self, id: str, *, broker: str | None = None, data_dir: str | Path | None = None,
                  processing_guarantee: str = "at_least_once", config: dict[str, Any] | None = None) -> None:
         values: dict[str, Any] = {"application.id": id, "processing.guarantee": processing_guarantee}
         values.update(config or {})
-        self.settings = _checked(AppSettings.build(values))
+        self.settings = AppSettings.build(values)
         self.id = self.settings.application_id
         self.broker = _broker_address(broker or self.settings.bootstrap_servers)
         self.data_dir = Path(data_dir) if data_dir is not None else Path("data") / self.id
@@ -89,7 +80,7 @@ class App:
         ``bootstrap.servers`` given here wins over ``App(broker=...)``."""
         if self.runtime is not None:
             raise SettingsError("settings cannot change while the app runs; stop it first")
-        settings = _checked(self.settings.override(overrides))
+        settings = self.settings.override(overrides)
         if settings.application_id != self.id and any(t.internal for t in self.topics.values()):
             raise SettingsError("application.id cannot be overridden: it names the app's internal topics, "
                                 "already declared; set it in App(...)")

@@ -35,6 +35,7 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.protocol.offset import OffsetRequest
+from aiokafka.record.control_record import ABORT_MARKER, ControlRecord
 from aiokafka.record.default_records import DefaultRecordBatch
 from aiokafka.record.memory_records import MemoryRecords
 from aiokafka.structs import TopicPartition
@@ -64,6 +65,7 @@ _MAX_RETRY_BACKOFF_MS = 1_000
 # wait only matters if the broker has nothing for us, which is a case to retry anyway.
 _FETCH_MAX_WAIT_MS = 500
 _READ_UNCOMMITTED = 0
+_READ_COMMITTED = 1
 _EARLIEST = -2
 _LATEST = -1
 
@@ -110,6 +112,9 @@ class ChangelogReader:
     start and end, ``read(start, end)`` yields the records of ``[start, end)`` in offset
     order, in chunks; ``stop()`` closes every connection (use ``stop_client``).
 
+    With ``read_committed``, ``offsets()`` ends at the last stable offset and ``read`` leaves
+    out what aborted transactions wrote (changelogs written under exactly-once).
+
     With ``parse_batch(batch, start, end)``, which turns the records of one record batch
     with ``start <= offset < end`` into items of the caller's making, ``read`` yields one
     chunk of those items per fetch instead: the Spark and Dask readers
@@ -121,13 +126,15 @@ class ChangelogReader:
                  chunk_records: int = DEFAULT_CHUNK_RECORDS,
                  retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS,
                  request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
-                 parse_batch: Callable[[Any, int, int], list[Any]] | None = None) -> None:
+                 parse_batch: Callable[[Any, int, int], list[Any]] | None = None,
+                 read_committed: bool = False) -> None:
         if max_bytes < 1 or chunk_records < 1:
             raise ValueError("max_bytes and chunk_records must be positive")
         self.tp = TopicPartition(topic, partition)
         self._max_bytes = max_bytes
         self._chunk_records = chunk_records
         self._parse_batch = parse_batch
+        self._isolation = _READ_COMMITTED if read_committed else _READ_UNCOMMITTED
         self._retry_timeout_ms = retry_timeout_ms
         self._client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id=client_id,
                                       request_timeout_ms=request_timeout_ms,
@@ -155,7 +162,8 @@ class ChangelogReader:
         await self._client.close()
 
     async def offsets(self) -> tuple[int, int]:
-        """The partition's log start offset and end offset (high watermark), as of now."""
+        """The partition's log start offset and end offset (the high watermark, or the last
+        stable offset when reading committed records), as of now."""
         return await self._list_offset(_EARLIEST), await self._list_offset(_LATEST)
 
     async def read(self, start: int, end: int) -> AsyncGenerator[list[ChangelogRecord], None]:
@@ -238,6 +246,8 @@ class ChangelogReader:
                 error = Errors.for_code(partition[1])
                 if error is Errors.NoError:
                     fetched = self._parse(position, partition[2], partition[-1])
+                    if fetched is not None and self._isolation == _READ_COMMITTED:
+                        fetched = _without_aborted(fetched, _aborted_list(response.API_VERSION, partition))
                     if fetched is not None:
                         return fetched
                     if max_bytes >= self._max_bytes:
@@ -262,7 +272,7 @@ class ChangelogReader:
 
     def _fetch_request(self, position: int, max_bytes: int) -> FetchRequest:
         topics = [(self.tp.topic, [(self.tp.partition, position, max_bytes)])]
-        return FetchRequest(_FETCH_MAX_WAIT_MS, 1, max_bytes, _READ_UNCOMMITTED, topics)
+        return FetchRequest(_FETCH_MAX_WAIT_MS, 1, max_bytes, self._isolation, topics)
 
     def _find_partition(self, response: Any) -> tuple[Any, ...]:
         """Our partition's entry in a Fetch or ListOffsets response: (partition, error_code,
@@ -321,7 +331,7 @@ class ChangelogReader:
     async def _list_offset(self, timestamp: int) -> int:
         what = "earliest" if timestamp == _EARLIEST else "latest"
         retry = _Retry(self._retry_timeout_ms, f"listing the {what} offset of {self.tp.topic}-{self.tp.partition}")
-        request = OffsetRequest(-1, _READ_UNCOMMITTED, [(self.tp.topic, [(self.tp.partition, timestamp)])])
+        request = OffsetRequest(-1, self._isolation, [(self.tp.topic, [(self.tp.partition, timestamp)])])
         while True:
             try:
                 response = await self._client.send(self._leader(), request)
@@ -337,6 +347,43 @@ class ChangelogReader:
                 if exc.invalid_metadata:
                     self._client.force_metadata_update()
                 await retry.wait(exc)
+
+
+def _aborted_list(version: int, partition: tuple[Any, ...]) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the aborted transactions a Fetch response lists:
+    (partition, error, high watermark, last stable offset, [log start offset,]
+    aborted transactions, ...)."""
+    if version < 4:
+        return []
+    aborted = partition[4] if version == 4 else partition[5]
+    return sorted(((int(pid), int(first)) for pid, first in aborted or ()), key=lambda a: a[1])
+
+
+def _without_aborted(fetched: _Fetched, aborted: list[tuple[int, int]]) -> _Fetched:
+    """``fetched`` without the batches of aborted transactions: a producer's transactional
+    batches from the first offset of an aborted transaction up to its abort marker (the
+    consumer's algorithm, KIP-98)."""
+    if not aborted:
+        return fetched
+    pending = list(aborted)
+    aborting: set[int] = set()
+    kept = []
+    for batch in fetched.batches:
+        pid = batch.producer_id
+        while pending and pending[0][1] <= batch.base_offset:
+            aborting.add(pending.pop(0)[0])
+        if batch.is_control_batch:
+            if pid in aborting and _is_abort_marker(batch):
+                aborting.discard(pid)
+            kept.append(batch)  # control batches yield nothing; kept for the positions
+        elif not (batch.is_transactional and pid in aborting):
+            kept.append(batch)
+    return _Fetched(fetched.position, kept, fetched.next_position)
+
+
+def _is_abort_marker(batch: Any) -> bool:
+    record = next(iter(batch), None)
+    return record is not None and record.key is not None and ControlRecord.parse(record.key) == ABORT_MARKER
 
 
 async def _cancel(task: asyncio.Task[_Fetched]) -> None:

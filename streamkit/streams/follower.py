@@ -36,9 +36,11 @@ _MAX_RECORDS = 20_000
 class ChangelogFollower:
     """Applies the records of followed changelog partitions to their store partitions."""
 
-    def __init__(self, bootstrap: str, *, client_id: str) -> None:
+    def __init__(self, bootstrap: str, *, client_id: str, read_committed: bool = False) -> None:
+        # read_committed under exactly-once: a changelog's aborted writes never reach a store.
         self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                          auto_offset_reset="earliest", client_id=client_id)
+                                          auto_offset_reset="earliest", client_id=client_id,
+                                          isolation_level="read_committed" if read_committed else "read_uncommitted")
         self._parts: dict[TopicPartition, StorePartition] = {}
         self._positions: dict[TopicPartition, int] = {}
         self._changed = asyncio.Event()

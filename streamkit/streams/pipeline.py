@@ -281,7 +281,7 @@ class CompiledSource:
         enqueue = ctx.runtime.enqueue
         for o in out:
             await enqueue(o.topic.name, o.key, o.value, timestamp=o.timestamp, headers=o.headers,
-                          partition=o.partition)
+                          partition=o.partition, task=o.task)
 
 
 class _Regroup:
@@ -315,7 +315,7 @@ class _Regroup:
         own = ctx.own
         wm = own if self._own_is_watermark else self.watermark()
         self._sent[(p, q)] = wm
-        ctx.outbox.append(Out(topic, kbytes, vbytes, ev.timestamp, [(WM_HEADER, encode_stamp(DATA, p, wm, own))], q))
+        ctx.outbox.append(Out(topic, kbytes, vbytes, ev.timestamp, [(WM_HEADER, encode_stamp(DATA, p, wm, own))], q, p))
 
     def stamp(self, partition: int, idle: bool) -> None:
         ctx = self.ctx
@@ -335,7 +335,7 @@ class _Regroup:
             if sent.get((partition, q)) != wm or idle:
                 sent[(partition, q)] = wm
                 # No key, an empty value: a record needs one of the two on the wire.
-                ctx.outbox.append(Out(topic, None, b"", ctx.wall, header, q))
+                ctx.outbox.append(Out(topic, None, b"", ctx.wall, header, q, partition))
 
 
 class _TableAggregate:
@@ -485,7 +485,7 @@ def _build_to(g: _Graph, node: StreamNode) -> Processor:
 
     def to(ev: Event) -> None:
         k, v = topic.encode(ev.key, ev.value)
-        ctx.outbox.append(Out(topic, k, v, ev.timestamp))  # the context's current outbox
+        ctx.outbox.append(Out(topic, k, v, ev.timestamp, task=ctx.partition))  # the context's current outbox
 
     return to
 

@@ -41,7 +41,8 @@ class PipelineRuntime(Protocol):
     def decode(self, topic: Topic, record: Any) -> Event | None: ...
 
     async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
-                      timestamp: int | None = None, partition: int | None = None, track: bool = True) -> Any: ...
+                      timestamp: int | None = None, partition: int | None = None, track: bool = True,
+                      task: int | None = None) -> Any: ...
 
     def topic_partitions(self, topic: str) -> int | None: ...
 
@@ -145,6 +146,7 @@ class Out:
     timestamp: int
     headers: list[tuple[str, bytes]] | None = None
     partition: int | None = None
+    task: int | None = None  # the task that produced it (exactly-once: whose transaction)
 
 
 class Context:

@@ -20,13 +20,19 @@ Lifecycle (``start``):
    commit every ``commit.interval.ms``, and earlier when the tables' write caches hold more
    than ``statestore.cache.max.bytes``.
 
-Commit (at-least-once): take the routing lock, close the processing gate (every agent
-parks between events), produce each table partition's net changes to its changelog,
-flush the producer and check the delivery of every record produced since the last commit
-(outputs, repartitioned records, dead letters, changelogs: a failed one fails the worker
-before anything is committed), commit each store transaction with its changelog offset,
-then commit the consumer offsets of acknowledged events. A crash anywhere re-processes from
-the last committed offsets; effects may repeat, never vanish.
+Everything the worker produces goes through its ``RecordCollector`` (``streams.collector``):
+one producer under at-least-once, one transactional producer per task under exactly-once.
+
+Commit: take the routing lock, close the processing gate (every agent parks between
+events), produce each table partition's net changes to its changelog, flush the producers
+and check the delivery of every record produced since the last commit (outputs,
+repartitioned records, dead letters, changelogs: a failed one fails the worker before
+anything is committed). At-least-once: commit each store transaction with its changelog
+offset, then the consumer offsets of acknowledged events; a crash anywhere re-processes from
+the last committed offsets, so effects may repeat, never vanish. Exactly-once: commit each
+task's Kafka transaction with its input offsets first, then the store transactions; a crash
+before the Kafka commit aborts everything since the last one, and the stores never hold
+what was not committed.
 """
 
 from __future__ import annotations
@@ -34,27 +40,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import logging
 import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import (
-    KafkaConnectionError,
-    KafkaError,
-    MessageSizeTooLargeError,
-    TopicAlreadyExistsError,
-)
+from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from streamkit.streams.agent import SKIPPED, Agent, AgentStream
 from streamkit.streams.assignor import StreamsAssignor
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.codecs import CodecError
+from streamkit.streams.collector import (
+    DeliveryError,
+    RecordCollector,
+    TaskMigratedError,
+    task_scope,
+)
 from streamkit.streams.event import Event
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.gate import AckTracker, ProcessingGate
@@ -156,10 +162,6 @@ class BadRecordError(StartupError):
     the message says how to skip it."""
 
 
-class DeliveryError(RuntimeError):
-    """A produced record was not delivered: nothing of the commit was committed, and the
-    worker stops (a restart processes those records again)."""
-
 
 def tables_used(fn: Any, tables: Iterable[Table]) -> list[Table]:
     """The tables among ``tables`` that ``fn`` names: its globals, closure cells, and those
@@ -216,7 +218,7 @@ class Runtime:
         self.assigned: set[TP] = set()
         self._lock = asyncio.Lock()
         self._broker: Broker | None = None
-        self._producer: AIOKafkaProducer | None = None
+        self.collector: RecordCollector | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._agent_tasks: list[asyncio.Task[None]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -232,10 +234,6 @@ class Runtime:
         self._pipelines: dict[str, list[CompiledSource]] = {}
         self._last_commit = time.monotonic()
         self._committed: dict[TP, int] = {}
-        self._pending_sends: list[tuple[str, asyncio.Future[Any]]] = []
-        # Delivery futures of everything produced since the last commit (but the records
-        # the caller awaits itself, topic.send): the commit checks them all.
-        self._deliveries: list[tuple[str, asyncio.Future[Any]]] = []
         self._standby_follower: ChangelogFollower | None = None
         # Per consumed topic: how its producers place keyed records (declared or detected).
         self._partitioning: dict[str, PartitionerDetector] = {}
@@ -275,12 +273,8 @@ class Runtime:
             await self._start_embedded_broker()
         assert self.bootstrap is not None
         app.runtime = self
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap, linger_ms=self.settings.producer_linger_ms,
-            acks="all" if self.settings.producer_acks in ("all", "-1") else int(self.settings.producer_acks),
-            max_batch_size=1 << 20, client_id=f"{app.id}-producer",
-        )
-        await self._connect(self._producer.start)
+        self.collector = RecordCollector(self.bootstrap, self.settings, state_dir=app.state_dir)
+        await self.collector.start(self._connect)
         for table in app.tables.values():
             table.attach(self)
         self._start_agents()
@@ -314,6 +308,9 @@ class Runtime:
                 max_poll_interval_ms=self.settings.max_poll_interval_ms,
                 max_poll_records=self.settings.max_poll_records,
                 fetch_max_bytes=50 << 20, max_partition_fetch_bytes=4 << 20,
+                # Exactly-once: inputs written in transactions (repartition topics, other
+                # apps' outputs) are read once committed, and never when aborted.
+                isolation_level="read_committed" if self.settings.exactly_once else "read_uncommitted",
             )
             await self._connect(self._consumer.start)
         await self.wait_global_tables()
@@ -749,12 +746,13 @@ class Runtime:
         detector = self._partitioning.get(topic) or self.partitioning(topic)
         if not detector.done:
             self._detect(detector, topic, partition, records)
-        for stream in self._forwarders.get(topic, ()):
-            await self._forward(stream, tp, records)
-        for compiled in self._pipelines.get(topic, ()):
-            self.acks.register(compiled, tp)
-            await compiled.process(partition, records)
-            self.acks.ack(compiled, tp, records[-1].offset)
+        with task_scope(partition):
+            for stream in self._forwarders.get(topic, ()):
+                await self._forward(stream, tp, records)
+            for compiled in self._pipelines.get(topic, ()):
+                self.acks.register(compiled, tp)
+                await compiled.process(partition, records)
+                self.acks.ack(compiled, tp, records[-1].offset)
         readers = self._agent_readers.get(topic, ())
         if not readers:
             return
@@ -837,7 +835,8 @@ class Runtime:
                    ("__streams.errors.topic", record.topic.encode()),
                    ("__streams.errors.partition", str(record.partition).encode()),
                    ("__streams.errors.offset", str(record.offset).encode())]
-        self._produce(dlq, record.key, record.value, headers=headers, timestamp=record.timestamp)
+        self._produce(dlq, record.key, record.value, headers=headers, timestamp=record.timestamp,
+                      task=record.partition)
 
     async def _forward(self, stream: AgentStream, tp: TP, records: list[ConsumerRecord]) -> None:
         """group_by: re-key each record and produce it to the repartition topic."""
@@ -860,65 +859,23 @@ class Runtime:
 
     # -- producing -----------------------------------------------------------------------
 
+    @property
+    def _records(self) -> RecordCollector:
+        assert self.collector is not None, "the runtime is not started"
+        return self.collector
+
     async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
                       timestamp: int | None = None, partition: int | None = None,
-                      track: bool = True) -> asyncio.Future[Any]:
-        """Queue a record in the producer (waiting for buffer space: back-pressure); the
-        returned future resolves with its metadata once the broker acknowledged it. Unless
-        ``track`` is false (the caller awaits the future itself), the next commit checks
-        that it was delivered before committing anything."""
-        producer = self._producer
-        assert producer is not None
-        future: asyncio.Future[Any] = await producer.send(
-            topic, value, key=key, partition=partition, timestamp_ms=timestamp,
-            headers=list(headers) if headers else None)
-        if track:
-            self._deliveries.append((topic, future))
-        return future
-
-    async def send_batches(self, topic: str, partition: int,
-                           records: Iterable[tuple[bytes | None, bytes | None]],
-                           headers: list[tuple[str, bytes]] | None = None) -> tuple[asyncio.Future[Any], int] | None:
-        """Queue ``records`` for one partition as whole record batches: one future per batch,
-        not per record (per-record sends cost more than the rest of a commit). ``headers``
-        go on the first record of each batch only: they say who wrote the batch, and headers
-        on every record made changelogs twice as large and their restore several times
-        slower. Returns the last batch's future and record count, or None when there was
-        nothing to send."""
-        producer = self._producer
-        assert producer is not None
-        batch = producer.create_batch()
-        # aiokafka's C batch builder takes lists only.
-        every: list[tuple[str, bytes]] = list(headers or ())
-        none: list[tuple[str, bytes]] = []
-        first = every
-        last: tuple[asyncio.Future[Any], int] | None = None
-        for key, value in records:
-            if batch.append(key=key, value=value, timestamp=None, headers=first) is None:
-                last = await self._send_batch(batch, topic, partition)
-                batch = producer.create_batch()
-                if batch.append(key=key, value=value, timestamp=None, headers=every) is None:
-                    raise MessageSizeTooLargeError(f"a record for {topic}-{partition} is larger than a batch")
-            first = none
-        if batch.record_count():
-            last = await self._send_batch(batch, topic, partition)
-        return last
-
-    async def _send_batch(self, batch: Any, topic: str, partition: int) -> tuple[asyncio.Future[Any], int]:
-        producer = self._producer
-        assert producer is not None
-        batch.close()
-        return await producer.send_batch(batch, topic, partition=partition), batch.record_count()
+                      track: bool = True, task: int | None = None) -> asyncio.Future[Any]:
+        """Queue a record (``RecordCollector.enqueue``)."""
+        return await self._records.enqueue(topic, key, value, headers=headers, timestamp=timestamp,
+                                           partition=partition, track=track, task=task)
 
     def _produce(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
-                 timestamp: int | None = None, partition: int | None = None) -> None:
+                 timestamp: int | None = None, partition: int | None = None, task: int | None = None) -> None:
         """Produce from synchronous code; delivery is checked by the next commit."""
-        task = asyncio.ensure_future(self.enqueue(topic, key, value, headers=headers, timestamp=timestamp,
-                                                  partition=partition))
-        # Kept until a commit looks at it (not discarded when done): a send that failed
-        # before reaching the producer (a record larger than max.request.size) must fail
-        # that commit as well.
-        self._pending_sends.append((topic, task))
+        self._records.produce(topic, key, value, headers=headers, timestamp=timestamp, partition=partition,
+                              task=task)
 
     def send_soon_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
                       timestamp: int | None = None) -> None:
@@ -949,8 +906,8 @@ class Runtime:
             await self._commit_locked()
 
     async def _commit_locked(self) -> None:
-        producer, consumer = self._producer, self._consumer
-        if producer is None or consumer is None:
+        collector, consumer = self.collector, self._consumer
+        if collector is None or consumer is None:
             return
         if self.failure is not None:
             # A failed agent's event was acknowledged by release() and its partial effects sit
@@ -970,10 +927,13 @@ class Runtime:
             for table in self.app.tables.values():
                 headers = table.changelog_headers()
                 for partition, changes in table.prepare_commit().items():
-                    last = await self.send_batches(table.changelog.name, partition, changes, headers)
+                    last = await collector.send_batches(table.changelog.name, partition, changes, headers,
+                                                        task=partition)
                     if last is not None:
                         pending.append((table, partition, *last))
-            await self._check_deliveries()
+            await collector.check_deliveries()
+            if collector.exactly_once:
+                await self._commit_transactions(collector, offsets)
             for table, partition, future, count in pending:
                 metadata = await future
                 # A batch's metadata carries its base offset; the store records the last.
@@ -981,32 +941,26 @@ class Runtime:
             for table in self.app.tables.values():
                 table.finish_commit_unchanged()
             if offsets:
-                await consumer.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()})
+                if not collector.exactly_once:
+                    await consumer.commit({TopicPartition(t, p): o for (t, p), o in offsets.items()})
                 self._committed.update(offsets)
             self.metrics.commits += 1
         finally:
             self.gate.reopen()
             self._last_commit = time.monotonic()
 
-    async def _check_deliveries(self) -> None:
-        """Flush the producer and raise DeliveryError if any record produced since the
-        last commit was not delivered (the producer's flush does not say)."""
-        producer = self._producer
-        assert producer is not None
-        sends, self._pending_sends = self._pending_sends, []
-        if sends:
-            await asyncio.wait([task for _topic, task in sends])  # they queue their deliveries
-        await producer.flush()
-        deliveries, self._deliveries = self._deliveries, []
-        for topic, future in itertools.chain(sends, deliveries):
-            if not future.done():
-                await asyncio.wait([future])
-            exc = asyncio.CancelledError() if future.cancelled() else future.exception()
-            if exc is not None:
-                detail = " ".join(str(exc).split()) or "no detail"
-                raise DeliveryError(f"producing a record to {topic!r} failed ({type(exc).__name__}: {detail}); "
-                                    "stopping without committing the input offsets of the records since the "
-                                    "last commit")
+    async def _commit_transactions(self, collector: RecordCollector, offsets: dict[TP, int]) -> None:
+        """Exactly-once: commit each task's transaction with its input offsets. Until they
+        are committed nothing is written to the local stores, so a store never holds what
+        an aborted transaction wrote, and needs no wiping after a crash."""
+        try:
+            await collector.commit_transactions(offsets, self.app.id)
+        except (KafkaError, TaskMigratedError) as exc:
+            detail = " ".join(str(exc).split()) or "no detail"
+            raise DeliveryError(
+                f"committing the exactly-once transactions failed ({type(exc).__name__}: {detail}); another "
+                "worker may own the tasks now. Stopping without writing local state: the transactions are "
+                "aborted and the records since the last commit are processed again") from exc
 
     # -- rebalances ----------------------------------------------------------------------
 
@@ -1038,6 +992,8 @@ class Runtime:
             gone = {p for _t, p in revoked} - kept
             for table in self.app.tables.values():
                 table.revoke(gone)
+            if self.collector is not None:
+                await self.collector.close_tasks(gone)
 
     async def on_assigned(self, assigned: set[TP]) -> None:
         log.info("partitions assigned: %s", sorted(assigned))
@@ -1051,18 +1007,33 @@ class Runtime:
             # start): a restore begun now outlived stop(), failed on the closed store and
             # reported the clean stop as a failure, and its changelog reader was never closed.
             return
+        partitions = {p for _t, p in new}
+        tables = self._local_tables()
+        needs = {p for p in partitions if any(p < t.partitions for t in tables)}
+        exactly_once = self.collector is not None and self.collector.exactly_once
+        # Paused before the first await: records of a partition must not reach an agent
+        # before its tables are restored (and, under exactly-once, its producer is ready).
+        # Fetched meanwhile, they were processed against tables without that partition.
+        paused = [TopicPartition(t, p) for t, p in self.assigned if p in needs or (exactly_once and (t, p) in new)]
+        consumer.pause(*paused)
+        if exactly_once and self.collector is not None:
+            # Each new task's producer fences its previous owner and aborts that owner's
+            # open transaction before this worker reads the task's changelogs or committed
+            # offsets: both then stand as that owner last committed them.
+            try:
+                await self.collector.open_tasks({p for _t, p in self.assigned})
+            except Exception as exc:
+                log.error("cannot start the exactly-once producers of tasks %s: %s", sorted(partitions), exc)
+                self._fail(exc)
+                return
         lookup = asyncio.create_task(self._load_committed(new), name="streamkit-committed")
         self._lookups.add(lookup)
         lookup.add_done_callback(self._lookups.discard)
-        partitions = {p for _t, p in new}
-        tables = self._local_tables()
         # Before the restores: a standby that became active must stop following first.
         await self._update_standbys({p for _t, p in self.assigned})
-        needs = {p for p in partitions if any(p < t.partitions for t in tables)}
-        if not needs or self._stopping:
+        if self._stopping:
             return
-        paused = [TopicPartition(t, p) for t, p in self.assigned if p in needs]
-        consumer.pause(*paused)
+        consumer.resume(*(tp for tp in paused if tp.partition not in needs))
         for p in needs:
             self._restores[p] = asyncio.create_task(self._restore(p), name=f"restore-{p}")
 
@@ -1091,7 +1062,8 @@ class Runtime:
             if not standby or self._stopping:
                 return
             assert self.bootstrap is not None
-            follower = ChangelogFollower(self.bootstrap, client_id=f"{self.app.id}-standby")
+            follower = ChangelogFollower(self.bootstrap, client_id=f"{self.app.id}-standby",
+                                         read_committed=self.settings.exactly_once)
             await follower.start()
             self._standby_follower = follower
         for table in self._local_tables():
@@ -1196,8 +1168,8 @@ class Runtime:
         for table in self.app.tables.values():
             await table.close()
         self.progress.close()
-        if self._producer is not None:
-            await stop_client(self._producer)
+        if self.collector is not None:
+            await self.collector.stop()
         if self._broker is not None:
             await self._broker.stop()
         self.app.runtime = None

@@ -28,11 +28,21 @@ from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 __all__ = ["AppSettings", "SettingsError", "setting_names"]
 
 # Kafka Streams' deserialization handlers by class name (with or without the package).
+EXACTLY_ONCE_COMMIT_INTERVAL_MS = 100
+
 _HANDLER_CLASSES = {"LogAndFailExceptionHandler": "fail", "LogAndContinueExceptionHandler": "skip"}
 
 
@@ -73,6 +83,15 @@ class AppSettings(BaseModel):
     # No Kafka client has this one (their clients retry forever): how long a worker retries
     # an unreachable broker at start before it gives up with a one-line error.
     bootstrap_timeout_ms: int = Field(default=60000, alias="bootstrap.timeout.ms", ge=0)
+
+    @model_validator(mode="after")
+    def _exactly_once_commit_interval(self) -> AppSettings:
+        """Kafka Streams' default commit.interval.ms is 100 under exactly-once: outputs are
+        visible to read_committed readers only once committed, so the interval is their
+        latency. Left unset (an override of processing.guarantee changes it again)."""
+        if self.exactly_once and "commit_interval_ms" not in self.model_fields_set:
+            object.__setattr__(self, "commit_interval_ms", EXACTLY_ONCE_COMMIT_INTERVAL_MS)
+        return self
 
     @field_validator("deserialization_error", mode="before")
     @classmethod

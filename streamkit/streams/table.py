@@ -327,10 +327,12 @@ class Table:
         progress = RestoreProgress()
         runtime.metrics.restore[(self.name, partition)] = progress
         reader = ChangelogReader(runtime.bootstrap, self.changelog.name, partition,
-                                 client_id=f"{self.app.id}-restore", chunk_records=_RESTORE_BATCH)
+                                 client_id=f"{self.app.id}-restore", chunk_records=_RESTORE_BATCH,
+                                 read_committed=runtime.settings.exactly_once)
         reader.on_headers = self._check_changelog_fingerprint(partition)
         started = time.monotonic()
         shown: ProgressTask | None = None
+        records = 0
         try:
             # Inside the try: a restore cancelled while its reader connects (the worker
             # stopping, or losing the partition, right after the assignment) must still close
@@ -352,10 +354,14 @@ class Table:
                 shown = runtime.progress.start(f"restoring {self.name}-{partition}", progress.total)
             async with contextlib.aclosing(reader.read(start, end)) as chunks:
                 async for chunk in chunks:
-                    applied_now = part.apply_changelog(chunk, batch_size=_RESTORE_BATCH)
-                    progress.restored += applied_now
+                    records += part.apply_changelog(chunk, batch_size=_RESTORE_BATCH)
+                    # Progress in offsets, as the total: transaction markers, aborted and
+                    # compacted-away records take offsets but are not applied.
+                    advanced = chunk[-1][2] + 1 - start - progress.restored
+                    progress.restored += advanced
                     if shown is not None:
-                        shown.advance(applied_now)
+                        shown.advance(advanced)
+            progress.restored = progress.total
         except StoreIdentityError:
             self._store.destroy(partition)
             raise
@@ -366,9 +372,9 @@ class Table:
         progress.done = True
         self._save_fingerprint()
         elapsed = time.monotonic() - started
-        if progress.restored:
+        if records:
             log.info("restored %s-%d: %d records in %.2fs (%.0f/s)", self.name, partition,
-                     progress.restored, elapsed, progress.restored / max(elapsed, 1e-9))
+                     records, elapsed, records / max(elapsed, 1e-9))
         txn = part.begin()
         self._txns[partition] = txn
         # Stream time comes back with the state: starting again from nothing would accept
@@ -776,7 +782,8 @@ class GlobalTable(Table):
         """Start following every changelog partition (from what the local store has)."""
         runtime = self._runtime
         assert runtime is not None and runtime.bootstrap is not None and self._store is not None
-        follower = ChangelogFollower(runtime.bootstrap, client_id=f"{self.app.id}-global")
+        follower = ChangelogFollower(runtime.bootstrap, client_id=f"{self.app.id}-global",
+                                     read_committed=runtime.settings.exactly_once)
         self._follower = follower
         await follower.start()
         for p in range(self.partitions):

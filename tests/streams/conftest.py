@@ -165,39 +165,45 @@ class Probe:
         tps = list(tps)
         return dict(await self.consumer.end_offsets(tps)) if tps else {}
 
-    async def read(self, topic: str, timeout: float = 20) -> list[ConsumerRecord]:
+    async def read(self, topic: str, timeout: float = 20, *, read_committed: bool = False) -> list[ConsumerRecord]:
         """Every record of ``topic`` up to its end offsets as of this call, ordered by
-        partition then offset."""
+        partition then offset; with ``read_committed``, up to the last stable offsets and
+        without what aborted transactions wrote."""
+        isolation = "read_committed" if read_committed else "read_uncommitted"
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
+                                    enable_auto_commit=False, isolation_level=isolation)
+        await consumer.start()
+        try:
+            return await self._read(consumer, topic, timeout)
+        finally:
+            await consumer.stop()
+
+    async def _read(self, consumer: AIOKafkaConsumer, topic: str, timeout: float) -> list[ConsumerRecord]:
         tps = await self.partitions(topic)
-        ends = await self.end_offsets(tps)
+        ends = dict(await consumer.end_offsets(tps)) if tps else {}
         wanted = {tp: end for tp, end in ends.items() if end > 0}
         out: dict[TopicPartition, list[ConsumerRecord]] = {tp: [] for tp in wanted}
         if not wanted:
             return []
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
-                                    enable_auto_commit=False)
-        await consumer.start()
-        try:
-            consumer.assign(list(wanted))
-            await consumer.seek_to_beginning(*wanted)
-            deadline = time.monotonic() + timeout
-            async def behind() -> bool:
-                return any([await consumer.position(tp) < end for tp, end in wanted.items()])
+        consumer.assign(list(wanted))
+        await consumer.seek_to_beginning(*wanted)
+        deadline = time.monotonic() + timeout
 
-            while await behind():
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"could not read {topic} to its end within {timeout}s")
-                batch = await consumer.getmany(timeout_ms=200)
-                for tp, records in batch.items():
-                    out[tp].extend(r for r in records if r.offset < wanted[tp])
-        finally:
-            await consumer.stop()
+        async def behind() -> bool:
+            return any([await consumer.position(tp) < end for tp, end in wanted.items()])
+
+        while await behind():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"could not read {topic} to its end within {timeout}s")
+            batch = await consumer.getmany(timeout_ms=200)
+            for tp, records in batch.items():
+                out[tp].extend(r for r in records if r.offset < wanted[tp])
         return [r for tp in sorted(out, key=lambda t: t.partition) for r in out[tp]]
 
-    async def latest(self, topic: str) -> dict[bytes, bytes]:
+    async def latest(self, topic: str, *, read_committed: bool = False) -> dict[bytes, bytes]:
         """Latest value per key of a (changelog) topic; a tombstone removes the key."""
         state: dict[bytes, bytes] = {}
-        for r in await self.read(topic):
+        for r in await self.read(topic, read_committed=read_committed):
             if r.value is None:
                 state.pop(r.key, None)
             else:

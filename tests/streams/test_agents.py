@@ -233,7 +233,7 @@ async def test_agent_send_and_cast(make_app: Any) -> None:
         first.cast("world", key="k2", timestamp=123)
         await eventually(lambda: len(forwarded) == 2, "both values to pass through both agents")
         await runtime.commit()  # a commit confirms every cast
-        assert not runtime._pending_sends
+        assert runtime.collector is not None and not runtime.collector._pending_sends
     assert sorted(got) == [("k1", "hello"), ("k2", "world")]
     assert sorted(f["from"] for f in forwarded) == ["hello", "world"]
 

@@ -10,6 +10,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -24,7 +25,7 @@ from tests.streams.conftest import Probe, unique
 
 
 @contextlib.asynccontextmanager
-async def started(bootstrap: str, topic: str, partition: int = 0, **kwargs: int) -> AsyncIterator[ChangelogReader]:
+async def started(bootstrap: str, topic: str, partition: int = 0, **kwargs: Any) -> AsyncIterator[ChangelogReader]:
     reader = ChangelogReader(bootstrap, topic, partition, **kwargs)
     try:
         await start_client(reader)
@@ -216,3 +217,43 @@ async def test_a_read_cancelled_at_any_point_leaves_no_connection(broker: Broker
     assert _fetches_left() == 0
     assert _open_connections() == before
     assert _unclosed_after_collect() == []
+
+
+async def _transactional(bootstrap: str, txn_id: str) -> AIOKafkaProducer:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id, linger_ms=0)
+    await producer.start()
+    return producer
+
+
+async def test_read_committed_leaves_out_aborted_and_open_transactions(broker: BrokerProcess, probe: Probe) -> None:
+    """Interleaved: a committed transaction, an aborted one of another producer, plain records
+    and a still open transaction. read_committed reads the committed and plain records, and
+    ends at the last stable offset (before the open transaction); read_uncommitted reads all."""
+    topic = await new_topic(probe, "read-committed")
+    good, bad, hung = [await _transactional(broker.bootstrap, unique(n)) for n in ("good", "bad", "hung")]
+    try:
+        await good.begin_transaction()
+        await bad.begin_transaction()
+        await good.send_and_wait(topic, b"1", key=b"a", partition=0)
+        await bad.send_and_wait(topic, b"x", key=b"a", partition=0)
+        await good.send_and_wait(topic, b"2", key=b"b", partition=0)
+        await bad.send_and_wait(topic, b"y", key=b"c", partition=0)
+        await good.commit_transaction()
+        await bad.abort_transaction()
+        await probe.produce(topic, b"3", key=b"d", partition=0)
+        await hung.begin_transaction()
+        await hung.send_and_wait(topic, b"open", key=b"e", partition=0)
+        await probe.produce(topic, b"4", key=b"f", partition=0)  # behind the open transaction
+
+        async with started(broker.bootstrap, topic, read_committed=True) as reader:
+            begin, lso = await reader.offsets()
+            committed = [(k, v) for k, v, _o in await read_all(reader, begin, lso)]
+        assert committed == [(b"a", b"1"), (b"b", b"2"), (b"d", b"3")]
+        async with started(broker.bootstrap, topic) as reader:
+            begin, high = await reader.offsets()
+            everything = [v for _k, v, _o in await read_all(reader, begin, high)]
+        assert high > lso
+        assert everything == [b"1", b"x", b"2", b"y", b"3", b"open", b"4"]
+    finally:
+        for producer in (good, bad, hung):
+            await producer.stop()

@@ -81,7 +81,8 @@ class Worker:
                            record.offset)
 
     async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
-                      timestamp: int | None = None, partition: int | None = None, track: bool = True) -> None:
+                      timestamp: int | None = None, partition: int | None = None, track: bool = True,
+                      task: int | None = None) -> None:
         self.append(topic, key, value, headers=headers, timestamp=timestamp, partition=partition)
 
     def append(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,

@@ -135,14 +135,19 @@ def test_app_reports_settings_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("guarantee", ["exactly_once", "exactly_once_v2"])
-def test_exactly_once_is_refused_naming_processing_guarantee(guarantee: str, tmp_path: Path) -> None:
+def test_exactly_once_commits_every_100_ms_unless_told(guarantee: str, tmp_path: Path) -> None:
+    """Kafka Streams' default under exactly-once; an explicit interval wins."""
     for kwargs in ({"processing_guarantee": guarantee}, {"config": {"processing.guarantee": guarantee}}):
-        with pytest.raises(SettingsError) as info:
-            App("a", data_dir=tmp_path, **kwargs)  # type: ignore[arg-type]
-        message = str(info.value)
-        assert "processing.guarantee" in message
-        assert "at_least_once" in message  # says what to use instead
-        assert "\n" not in message
+        app = App("a", data_dir=tmp_path, **kwargs)  # type: ignore[arg-type]
+        assert app.settings.exactly_once
+        assert app.settings.commit_interval_ms == 100
+    app = App("a", data_dir=tmp_path, processing_guarantee=guarantee, config={"commit.interval.ms": 700})
+    assert app.settings.commit_interval_ms == 700
+    app.configure({"processing.guarantee": "at_least_once"})
+    assert app.settings.commit_interval_ms == 700
+    back = App("b", data_dir=tmp_path, processing_guarantee=guarantee)
+    back.configure({"processing.guarantee": "at_least_once"})
+    assert back.settings.commit_interval_ms == 1000
 
 
 def test_standby_replicas_are_accepted(tmp_path: Path) -> None:

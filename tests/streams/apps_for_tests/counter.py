@@ -7,6 +7,9 @@ topics on the shared broker:
 - ``SK_TEST_APP_ID``: the app id (consumer group, internal topic prefix);
 - ``SK_TEST_INPUT``: the input topic (string values, keyed);
 - ``SK_TEST_CONFIG``: optional; JSON of more app settings (``{"num.standby.replicas": 1}``);
+- ``SK_TEST_OUTPUT``: optional; a topic that gets every updated count (key, count);
+- ``SK_TEST_GROUPS``: optional; a number n: the stream is first re-keyed to ``g{value % n}``
+  through a repartition topic, and the tables count per group;
 - ``SK_TEST_GATE``: optional; a file whose appearance this module waits for before it
   returns, so a test can have a worker process loaded and ready, and make it join the group
   at a moment of its choosing (within a fraction of a second).
@@ -42,10 +45,16 @@ app = App(os.environ["SK_TEST_APP_ID"], config={
 words = app.topic(os.environ["SK_TEST_INPUT"], value_type=str)
 counts = app.Table("counts", default=int)
 latest = app.Table("latest")
+output = app.topic(os.environ["SK_TEST_OUTPUT"], value_type=int) if os.environ.get("SK_TEST_OUTPUT") else None
+groups = int(os.environ.get("SK_TEST_GROUPS", "0"))
 
 
 @app.agent(words)
 async def count(stream: AgentStream) -> None:
+    if groups:
+        stream = stream.group_by(lambda value: f"g{int(value) % groups}", name="regroup")
     async for event in stream.events():
         counts[event.key] += 1
         latest[event.key] = event.value
+        if output is not None:
+            output.send_soon(counts[event.key], key=event.key)
