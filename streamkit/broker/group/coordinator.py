@@ -238,10 +238,11 @@ class GroupCoordinator:
         # The member ids too: a restarted static member changes its id without a new generation.
         return group.generation_id, group.state, tuple(group.members)
 
-    def _persist_group(self, group: Group) -> None:
+    def _persist_group(self, group: Group, converted: bool = False) -> None:
         """Write the group's metadata when it reaches Stable or Empty in a new generation, or
-        when a static member's new id replaces its old one in a Stable group."""
-        if group.state not in (GroupState.STABLE, GroupState.EMPTY):
+        when a static member's new id replaces its old one in a Stable group; or at once
+        when it was a consumer group until now (``converted``), as Kafka writes it then."""
+        if group.state not in (GroupState.STABLE, GroupState.EMPTY) and not converted:
             return
         key = self._persist_key(group)
         if self._persisted.get(group.group_id) == key:
@@ -374,8 +375,9 @@ class GroupCoordinator:
         self._persist_consumer(group_id)
         classic = to_classic_group(modern, self.settings, self.clock())
         self.groups[group_id] = classic
+        self._persist_group(classic, converted=True)
         log.info("group %s downgraded from consumer to classic with %d members", group_id, len(classic.members))
-        return self._after(classic, [])
+        return []
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
         modern = self.consumer.get(group_id)
