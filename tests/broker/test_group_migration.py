@@ -27,7 +27,14 @@ from streamkit.broker.group.coordinator import GroupCoordinator
 from streamkit.broker.group.group import JoinRequest, JoinResult, SyncResult
 from streamkit.broker.group.records import decode_key
 from streamkit.broker.group.state import GroupState
-from tests.broker.test_group_coordinator import PARTITIONS, SETTINGS, T0, Clock, MemoryStore, commit_one
+from tests.broker.test_group_coordinator import (
+    PARTITIONS,
+    SETTINGS,
+    T0,
+    Clock,
+    MemoryStore,
+    commit_one,
+)
 
 SESSION = 10_000
 REBALANCE = 30_000
@@ -129,7 +136,7 @@ def owned_by(group: ConsumerGroup) -> dict[str, set[TP]]:
 
 def test_online_upgrade_hands_partitions_over_without_a_second_owner() -> None:
     env = Env()
-    (a, gen_a), (b, gen_b) = env.classic_group(2)
+    (a, gen_a), (b, _gen_b) = env.classic_group(2)
     r = env.heartbeat("m", 0)
     assert r.error == ErrorCode.none
     group = env.modern()
