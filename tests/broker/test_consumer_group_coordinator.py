@@ -35,7 +35,7 @@ class Env:
             ConsumerSettings(migration_policy=policy), lambda: self.topics, self.clock))
 
     def reopen(self) -> Env:
-        env = Env(self.store, self.policy)
+        env = type(self)(self.store, self.policy)
         env.clock.now = self.clock.now
         env.co.load()
         return env

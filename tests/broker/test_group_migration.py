@@ -15,26 +15,17 @@ from kio.serial import entity_writer
 
 from streamkit.broker.group.consumer_group import (
     ConsumerGroup,
-    ConsumerGroups,
-    ConsumerSettings,
     HeartbeatRequest,
     HeartbeatResult,
     MemberState,
 )
 from streamkit.broker.group.consumer_protocol import decode_assignment, encode_assignment
 from streamkit.broker.group.consumer_records import decode_consumer_key
-from streamkit.broker.group.coordinator import GroupCoordinator
 from streamkit.broker.group.group import JoinRequest, JoinResult, SyncResult
 from streamkit.broker.group.records import decode_key
 from streamkit.broker.group.state import GroupState
-from tests.broker.test_group_coordinator import (
-    PARTITIONS,
-    SETTINGS,
-    T0,
-    Clock,
-    MemoryStore,
-    commit_one,
-)
+from tests.broker.test_consumer_group_coordinator import Env
+from tests.broker.test_group_coordinator import T0, MemoryStore, commit_one
 
 SESSION = 10_000
 REBALANCE = 30_000
@@ -60,20 +51,9 @@ def classic_join(member_id: str = "", owned: tuple[TP, ...] = (), instance: str 
                        protocols=(("range", subscription(("t",), owned)),), require_known_member_id=True)
 
 
-class Env:
-    def __init__(self, store: MemoryStore | None = None, policy: str = "bidirectional") -> None:
-        self.clock = Clock()
-        self.store = store or MemoryStore()
-        self.policy = policy
-        self.topics = {"t": 4}
-        self.co = GroupCoordinator(SETTINGS, PARTITIONS, self.store, self.clock, 4096, ConsumerGroups(
-            ConsumerSettings(migration_policy=policy), lambda: self.topics, self.clock))
-
-    def reopen(self) -> Env:
-        env = Env(self.store, self.policy)
-        env.clock.now = self.clock.now
-        env.co.load()
-        return env
+class Mixed(Env):
+    """The coordinator of test_consumer_group_coordinator.py, with classic members that
+    speak the consumer protocol and a consumer-protocol member's heartbeat by epoch."""
 
     def modern(self) -> ConsumerGroup:
         group = self.co.consumer.get("g")
@@ -81,7 +61,7 @@ class Env:
         group.check_invariants()
         return group
 
-    def heartbeat(self, member: str, epoch: int, owned: frozenset[TP] | None = None) -> HeartbeatResult:
+    def beat(self, member: str, epoch: int, owned: frozenset[TP] | None = None) -> HeartbeatResult:
         req = HeartbeatRequest("g", member, epoch, rebalance_timeout_ms=REBALANCE if epoch == 0 else -1,
                                subscribed_topic_names=("t",) if epoch == 0 else None,
                                owned=frozenset() if epoch == 0 else owned)
@@ -90,7 +70,7 @@ class Env:
 
     # -- classic members -------------------------------------------------------------------
 
-    def join(self, member_id: str = "", owned: tuple[TP, ...] = ()) -> JoinResult:
+    def classic(self, member_id: str = "", owned: tuple[TP, ...] = ()) -> JoinResult:
         out = self.co.join("g", classic_join(member_id, owned))
         if isinstance(out.result, JoinResult) and out.result.error == ErrorCode.member_id_required:
             out = self.co.join("g", classic_join(out.result.member_id, owned))
@@ -135,9 +115,9 @@ def owned_by(group: ConsumerGroup) -> dict[str, set[TP]]:
 
 
 def test_online_upgrade_hands_partitions_over_without_a_second_owner() -> None:
-    env = Env()
+    env = Mixed()
     (a, gen_a), (b, _gen_b) = env.classic_group(2)
-    r = env.heartbeat("m", 0)
+    r = env.beat("m", 0)
     assert r.error == ErrorCode.none
     group = env.modern()
     assert env.co.get("g") is None and env.co.group_type("g") == "consumer"
@@ -146,16 +126,16 @@ def test_online_upgrade_hands_partitions_over_without_a_second_owner() -> None:
     assert r.assignment == frozenset() and group.group_epoch == gen_a + 1
     assert env.co.heartbeat("g", a, None, gen_a) == ErrorCode.rebalance_in_progress
     # a rejoins having revoked everything (eager): its share of the new target at once.
-    joined = env.join(a)
+    joined = env.classic(a)
     assert joined.error == ErrorCode.none and joined.generation_id == group.group_epoch
     assert joined.leader_id == "" and joined.members == ()
     error, assigned_a = env.sync(a, joined.generation_id)
     assert error == ErrorCode.none and assigned_a == frozenset(group.target[a])
-    assert env.heartbeat("m", r.member_epoch, frozenset()).assignment is not None
-    joined_b = env.join(b)
+    assert env.beat("m", r.member_epoch, frozenset()).assignment is not None
+    joined_b = env.classic(b)
     error, assigned_b = env.sync(b, joined_b.generation_id)
     assert error == ErrorCode.none
-    m = env.heartbeat("m", group.group_epoch, frozenset())
+    m = env.beat("m", group.group_epoch, frozenset())
     assert m.assignment is not None
     assert sorted(assigned_a | assigned_b | m.assignment) == [("t", p) for p in range(4)]
     assert not assigned_a & assigned_b and not (assigned_a | assigned_b) & m.assignment
@@ -164,28 +144,28 @@ def test_online_upgrade_hands_partitions_over_without_a_second_owner() -> None:
 
 
 def test_a_classic_member_revoking_with_the_cooperative_protocol_keeps_what_it_still_owns() -> None:
-    env = Env()
+    env = Mixed()
     (a, gen), = env.classic_group(1)
-    env.heartbeat("m", 0)
+    env.beat("m", 0)
     # a rejoins still owning its partitions: it must give some up before m gets them.
-    joined = env.join(a, owned=tuple(("t", p) for p in range(4)))
+    joined = env.classic(a, owned=tuple(("t", p) for p in range(4)))
     group = env.modern()
     member = group.members[a]
     assert member.state == MemberState.UNREVOKED_PARTITIONS and joined.generation_id == gen
     error, kept = env.sync(a, gen)
     assert error == ErrorCode.none and kept == frozenset(member.assigned) and len(kept) == 2
-    assert env.heartbeat("m", group.group_epoch, frozenset()).error == ErrorCode.none
+    assert env.beat("m", group.group_epoch, frozenset()).error == ErrorCode.none
     assert group.members["m"].assigned == set()  # a still holds what m is to get
     assert env.co.heartbeat("g", a, None, gen) == ErrorCode.rebalance_in_progress
-    again = env.join(a, owned=tuple(sorted(kept)))
+    again = env.classic(a, owned=tuple(sorted(kept)))
     assert again.generation_id == group.group_epoch
-    assert env.heartbeat("m", group.group_epoch, frozenset()).assignment == frozenset(group.target["m"])
+    assert env.beat("m", group.group_epoch, frozenset()).assignment == frozenset(group.target["m"])
     env.modern()
 
 
 @pytest.mark.parametrize("policy", ["upgrade", "bidirectional"])
 def test_deferred_classic_requests_are_told_to_rejoin_when_the_group_upgrades(policy: str) -> None:
-    env = Env(policy=policy)
+    env = Mixed(policy=policy)
     (a, gen), = env.classic_group(1)
     out = env.co.join("g", classic_join())
     assert isinstance(out.result, JoinResult)
@@ -199,11 +179,11 @@ def test_deferred_classic_requests_are_told_to_rejoin_when_the_group_upgrades(po
 
 
 def test_downgrade_when_the_last_consumer_protocol_member_leaves() -> None:
-    env = Env()
+    env = Mixed()
     (a, _gen), = env.classic_group(1)
-    r = env.heartbeat("m", 0)
+    r = env.beat("m", 0)
     env.co.commit("g", a, None, env.modern().members[a].member_epoch, commit_one(offset=3))
-    env.heartbeat("m", -1)
+    env.beat("m", -1)
     assert env.co.group_type("g") == "classic" and env.co.consumer.get("g") is None
     classic = env.co.get("g")
     assert classic is not None and classic.state == GroupState.PREPARING_REBALANCE
@@ -217,16 +197,16 @@ def test_downgrade_when_the_last_consumer_protocol_member_leaves() -> None:
 
 
 def test_downgrade_when_the_last_consumer_protocol_member_is_fenced() -> None:
-    env = Env()
+    env = Mixed()
     env.classic_group(1)
-    env.heartbeat("m", 0)
+    env.beat("m", 0)
     for _ in range(20):  # the classic member keeps its session and rejoins when told; m goes silent
         group = env.co.consumer.get("g")
         if group is None:
             break
         a = next(mid for mid, m in group.members.items() if m.classic is not None)
         if env.co.heartbeat("g", a, None, group.members[a].member_epoch) == ErrorCode.rebalance_in_progress:
-            env.sync(a, env.join(a).generation_id)
+            env.sync(a, env.classic(a).generation_id)
         env.clock.now += 5000
         env.co.tick()
     assert env.co.group_type("g") == "classic" and env.clock.now - T0 <= 50_000
@@ -234,18 +214,18 @@ def test_downgrade_when_the_last_consumer_protocol_member_is_fenced() -> None:
 
 @pytest.mark.parametrize("policy", ["disabled", "upgrade"])
 def test_without_online_downgrade_the_classic_members_stay_in_a_consumer_group(policy: str) -> None:
-    env = Env(policy=policy)
-    env.heartbeat("m", 0)
-    a = env.join().member_id
-    env.heartbeat("m", -1)
+    env = Mixed(policy=policy)
+    env.beat("m", 0)
+    a = env.classic().member_id
+    env.beat("m", -1)
     group = env.modern()
     assert list(group.members) == [a] and env.co.group_type("g") == "consumer"
 
 
 def test_a_classic_member_joins_a_consumer_group_whatever_the_policy() -> None:
-    env = Env(policy="disabled")
-    env.heartbeat("m", 0)
-    joined = env.join()
+    env = Mixed(policy="disabled")
+    env.beat("m", 0)
+    joined = env.classic()
     assert joined.error == ErrorCode.none and joined.protocol_type == "consumer" and joined.protocol_name == "range"
     group = env.modern()
     assert group.members[joined.member_id].classic is not None
@@ -262,16 +242,16 @@ def test_a_classic_member_joins_a_consumer_group_whatever_the_policy() -> None:
 
 
 def test_a_classic_member_that_does_not_rejoin_in_time_is_fenced() -> None:
-    env = Env()
-    env.heartbeat("m", 0)
-    a = env.join()
+    env = Mixed()
+    env.beat("m", 0)
+    a = env.classic()
     env.sync(a.member_id, a.generation_id)
-    env.heartbeat("n", 0)  # a new epoch: a is told to rejoin
+    env.beat("n", 0)  # a new epoch: a is told to rejoin
     assert env.co.heartbeat("g", a.member_id, None, a.generation_id) == ErrorCode.rebalance_in_progress
     for _ in range(REBALANCE // 5000 + 1):
         env.clock.now += 5000
-        env.heartbeat("m", env.modern().members["m"].member_epoch)
-        env.heartbeat("n", env.modern().members["n"].member_epoch)
+        env.beat("m", env.modern().members["m"].member_epoch)
+        env.beat("n", env.modern().members["n"].member_epoch)
         env.co.heartbeat("g", a.member_id, None, a.generation_id)  # heartbeats, never rejoins
         env.co.tick()
     assert a.member_id not in env.modern().members
@@ -290,13 +270,13 @@ def consumer_records(store: MemoryStore) -> list[tuple[int, str, str | None, boo
 
 
 def test_a_consumer_group_survives_a_reload_with_its_epochs_and_assignments() -> None:
-    env = Env()
-    env.heartbeat("m1", 0)
-    env.heartbeat("m2", 0)
+    env = Mixed()
+    env.beat("m1", 0)
+    env.beat("m2", 0)
     for _ in range(3):
         for mid in ("m1", "m2"):
             member = env.modern().members[mid]
-            env.heartbeat(mid, member.member_epoch, frozenset(member.assigned))
+            env.beat(mid, member.member_epoch, frozenset(member.assigned))
     before = env.modern()
     assert before.state == "Stable"
     kinds = {k[0] for k in consumer_records(env.store)}
@@ -307,7 +287,7 @@ def test_a_consumer_group_survives_a_reload_with_its_epochs_and_assignments() ->
     assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
     assert {mid: (m.member_epoch, set(m.assigned), m.state) for mid, m in after.members.items()} == snapshot
     assert after.target == before.target and after.subscribed_sizes == before.subscribed_sizes
-    r = env2.heartbeat("m1", snapshot["m1"][0], frozenset(snapshot["m1"][1]))
+    r = env2.beat("m1", snapshot["m1"][0], frozenset(snapshot["m1"][1]))
     assert r.error == ErrorCode.none and r.member_epoch == snapshot["m1"][0]
     assert env2.modern().group_epoch == before.group_epoch  # no rebalance
     # Members that do not come back expire after a full session.
@@ -317,26 +297,26 @@ def test_a_consumer_group_survives_a_reload_with_its_epochs_and_assignments() ->
 
 
 def test_a_member_that_left_is_tombstoned_and_stays_gone_after_a_reload() -> None:
-    env = Env()
-    env.heartbeat("m1", 0)
-    env.heartbeat("m2", 0)
-    env.heartbeat("m2", -1)
+    env = Mixed()
+    env.beat("m1", 0)
+    env.beat("m2", 0)
+    env.beat("m2", -1)
     tombstones = {(k, member) for k, _g, member, dead in consumer_records(env.store) if dead}
     assert tombstones == {(5, "m2"), (7, "m2"), (8, "m2")}
     assert list(env.reopen().modern().members) == ["m1"]
 
 
 def test_mixed_groups_reload_with_their_classic_members() -> None:
-    env = Env()
+    env = Mixed()
     (a, _gen), = env.classic_group(1)
-    env.heartbeat("m", 0)
+    env.beat("m", 0)
     env2 = env.reopen()
     group = env2.modern()
     classic = group.members[a].classic
     assert classic is not None and classic.session_timeout_ms == SESSION and classic.protocols[0][0] == "range"
     assert env2.co.get("g") is None  # the classic group's metadata was tombstoned by the upgrade
     # The downgrade tombstones the consumer group: it reloads as the classic group it became.
-    env2.heartbeat("m", -1)
+    env2.beat("m", -1)
     assert env2.co.group_type("g") == "classic"
     env3 = env2.reopen()
     assert env3.co.consumer.get("g") is None and env3.co.group_type("g") == "classic"

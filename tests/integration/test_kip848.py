@@ -78,6 +78,10 @@ class Ledger:
                     self.violations.append(f"{key} assigned to {name} while {self.owner[key]} owns it")
                 self.owner[key] = name
 
+    def owned_by(self, name: str) -> set[TP]:
+        with self.lock:
+            return {tp for tp, who in self.owner.items() if who == name}
+
     def revoke(self, name: str, parts: list[TopicPartition]) -> None:
         with self.lock:
             for tp in parts:
@@ -116,8 +120,7 @@ class Member(threading.Thread):
             self.consumer.close()  # leaves the group (member epoch -1)
 
     def owned(self) -> set[TP]:
-        with self.ledger.lock:
-            return {tp for tp, who in self.ledger.owner.items() if who == self.name}
+        return self.ledger.owned_by(self.name)
 
     def finish(self) -> None:
         self.stop_flag.set()
@@ -372,6 +375,15 @@ def test_cli_shows_the_protocol_and_member_epochs(broker: BrokerProcess, topic_n
         consumer.close()
 
 
+def poll_into(consumers: list[Consumer], values: list[str]) -> int:
+    """One short poll of each consumer; what they read goes to ``values``. Returns its length."""
+    for c in consumers:
+        msg = c.poll(0.05)
+        if msg is not None and not msg.error():
+            values.append(msg.value().decode())
+    return len(values)
+
+
 @pytest.fixture
 def restartable(broker_factory: Any) -> Iterator[BrokerProcess]:
     # A session long enough that the clients do not give up their assignment while the
@@ -404,15 +416,7 @@ def test_a_broker_restart_keeps_the_group_epoch_members_and_assignments(
         wait_until(settled, 60, "two members share the four partitions")
         produce(bs, topic, [f"v{i}" for i in range(40)], 4)
         first: list[str] = []
-
-        def read_all() -> bool:
-            for c in consumers:
-                msg = c.poll(0.05)
-                if msg is not None and not msg.error():
-                    first.append(msg.value().decode())
-            return len(first) >= 40
-
-        wait_until(read_all, 60, lambda: f"the first 40 records: {len(first)}")
+        wait_until(lambda: poll_into(consumers, first) >= 40, 60, lambda: f"the first 40 records: {len(first)}")
         assert sorted(first) == sorted(f"v{i}" for i in range(40))
         for c in consumers:
             c.commit(asynchronous=False)
@@ -422,15 +426,7 @@ def test_a_broker_restart_keeps_the_group_epoch_members_and_assignments(
         restartable.start()
         produce(bs, topic, [f"w{i}" for i in range(20)], 4)
         after: list[str] = []
-
-        def drained() -> bool:
-            for c in consumers:
-                msg = c.poll(0.05)
-                if msg is not None and not msg.error():
-                    after.append(msg.value().decode())
-            return len(after) >= 20
-
-        wait_until(drained, 60, lambda: f"the 20 new records: {sorted(after)}")
+        wait_until(lambda: poll_into(consumers, after) >= 20, 60, lambda: f"the 20 new records: {sorted(after)}")
         assert sorted(after) == sorted(f"w{i}" for i in range(20))  # nothing read twice
         d = describe(bs, group)
         assert d.group_epoch == before.group_epoch and d.assignment_epoch == before.assignment_epoch

@@ -9,17 +9,17 @@ ConsumerGroupDescribe shows while the group is mixed."""
 from __future__ import annotations
 
 import threading
-import uuid
 from typing import Any
 
-import pytest
 from confluent_kafka import Consumer
 from kio.schema.errors import ErrorCode
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 
 from streamkit.testing import BrokerProcess
 from tests.integration.members import kafka_python_subscribe
-from tests.integration.test_kip848 import Ledger, Snapshots, describe, produce
+from tests.integration.test_kip848 import Ledger, Snapshots, describe, group, produce
+
+__all__ = ["group"]  # the fixture, shared with test_kip848.py
 from tests.integration.util import QUIET, call, connect, create_topic, wait_until
 
 HEARTBEAT_MS = 250
@@ -90,8 +90,7 @@ class Reader(threading.Thread):
             consumer.close()  # commits and leaves (member epoch -1)
 
     def owned(self) -> set[TP]:
-        with self.ledger.lock:
-            return {tp for tp, who in self.ledger.owner.items() if who == self.name}
+        return self.ledger.owned_by(self.name)
 
     def finish(self) -> None:
         self.stop_flag.set()
@@ -104,11 +103,6 @@ def group_type(bootstrap: str, group: str) -> str | None:
     with connect(bootstrap) as sock:
         response = call(sock, ListGroupsRequest(states_filter=(), types_filter=()))
     return next((g.group_type for g in response.groups if g.group_id == group), None)
-
-
-@pytest.fixture
-def group() -> str:
-    return f"mixed-{uuid.uuid4().hex[:8]}"
 
 
 def test_a_classic_group_upgrades_online_and_downgrades_when_the_last_consumer_member_leaves(
