@@ -174,18 +174,26 @@ def _read_subscription(r: Reader, names: Mapping[uuid.UUID, str]) -> dict[str, i
     return out
 
 
+def _group_level(group: ConsumerGroup, ids: Mapping[str, uuid.UUID]) -> dict[bytes, bytes]:
+    g = group.group_id
+    return {_key(_EPOCH, g): _epoch_value(group.group_epoch),
+            _key(_SUBSCRIPTION, g): _subscription_value(group.subscribed_sizes, ids),
+            _key(_TARGET_EPOCH, g): _epoch_value(group.assignment_epoch)}
+
+
+def _member_records(group: ConsumerGroup, m: ConsumerMember, ids: Mapping[str, uuid.UUID]) -> dict[bytes, bytes]:
+    g, mid = group.group_id, m.member_id
+    target = Writer().i16(0)
+    _partitions(target, group.target.get(mid, ()), ids)
+    return {_key(_MEMBER, g, mid): _member_value(m), _key(_TARGET_MEMBER, g, mid): bytes(target.no_tags().buf),
+            _key(_CURRENT, g, mid): _current_value(m, ids)}
+
+
 def group_records(group: ConsumerGroup, ids: Mapping[str, uuid.UUID]) -> dict[bytes, bytes]:
     """Every record (key -> value) that describes ``group`` now."""
-    g = group.group_id
-    out = {_key(_EPOCH, g): _epoch_value(group.group_epoch),
-           _key(_SUBSCRIPTION, g): _subscription_value(group.subscribed_sizes, ids),
-           _key(_TARGET_EPOCH, g): _epoch_value(group.assignment_epoch)}
-    for mid, m in group.members.items():
-        out[_key(_MEMBER, g, mid)] = _member_value(m)
-        target = Writer().i16(0)
-        _partitions(target, group.target.get(mid, ()), ids)
-        out[_key(_TARGET_MEMBER, g, mid)] = bytes(target.no_tags().buf)
-        out[_key(_CURRENT, g, mid)] = _current_value(m, ids)
+    out = _group_level(group, ids)
+    for m in group.members.values():
+        out.update(_member_records(group, m, ids))
     return out
 
 
@@ -214,14 +222,36 @@ class ConsumerGroupJournal:
     def __init__(self, topic_ids: Callable[[], Mapping[str, uuid.UUID]]) -> None:
         self.topic_ids = topic_ids
         self.written: dict[str, dict[bytes, bytes]] = {}
+        # Per group, what a change limited to some members cannot have touched elsewhere:
+        # the target assignment's epoch and the member ids, when the records were written.
+        self._shape: dict[str, tuple[int, frozenset[str]]] = {}
 
     # -- writing ---------------------------------------------------------------------------
 
-    def changes(self, group_id: str, group: ConsumerGroup | None) -> list[tuple[bytes, bytes | None]]:
+    def changes(self, group_id: str, group: ConsumerGroup | None,
+                touched: Iterable[str] | None = None) -> list[tuple[bytes, bytes | None]]:
         """The records to append for ``group`` to be stored as it is now (``None``: the group
-        is gone, every record of it becomes a tombstone). The caller appends them, in order."""
+        is gone, every record of it becomes a tombstone). The caller appends them, in order.
+
+        ``touched``: the only members whose own records can have changed (a heartbeat moves
+        its member alone, unless it brought a new target assignment or a membership
+        change): the others are not encoded again, so a heartbeat costs one member's records
+        rather than the whole group's."""
         before = self.written.get(group_id, {})
-        now = group_records(group, self.topic_ids()) if group is not None else {}
+        now: dict[bytes, bytes] = {}
+        if group is not None:
+            ids = self.topic_ids()
+            shape = (group.assignment_epoch, frozenset(group.members))
+            if touched is not None and self._shape.get(group_id) == shape:
+                now = {**before, **_group_level(group, ids)}
+                for mid in touched:
+                    if mid in group.members:
+                        now.update(_member_records(group, group.members[mid], ids))
+            else:
+                now = group_records(group, ids)
+            self._shape[group_id] = shape
+        else:
+            self._shape.pop(group_id, None)
         out: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in now.items() if before.get(k) != v]
         # Tombstones for members first, the group's own keys last, as Kafka orders a deletion.
         gone = sorted((k for k in before if k not in now), key=lambda k: -len(k))

@@ -266,9 +266,11 @@ class GroupCoordinator:
         self.store.append(self._partition(group.group_id), build_batch([record]))
         self._persisted[group.group_id] = key
 
-    def _persist_consumer(self, group_id: str) -> None:
-        """Write what changed in a consumer group (all tombstones when it is gone)."""
-        changes = self.journal.changes(group_id, self.consumer.get(group_id))
+    def _persist_consumer(self, group_id: str, member_id: str | None = None) -> None:
+        """Write what changed in a consumer group (all tombstones when it is gone);
+        ``member_id``: the one member the request could have changed (see the journal)."""
+        touched = None if member_id is None else (member_id,)
+        changes = self.journal.changes(group_id, self.consumer.get(group_id), touched)
         if changes:
             now = self.clock()
             self.store.append(self._partition(group_id), build_batch(
@@ -308,7 +310,7 @@ class GroupCoordinator:
                 if not self.settings.min_session_timeout_ms <= req.session_timeout_ms <= self.settings.max_session_timeout_ms:
                     return Outcome(JoinResult(ErrorCode.invalid_session_timeout, req.member_id))
                 result = classic_join(self.consumer, modern, req, self.clock())
-                self._persist_consumer(group_id)
+                self._persist_consumer(group_id, result.member_id)
                 return Outcome(result)
             self.consumer.delete(group_id)  # Kafka's offline downgrade of an empty group
             self._persist_consumer(group_id)
@@ -363,7 +365,7 @@ class GroupCoordinator:
         result = self.consumer.heartbeat(req)
         if leaving and result.error == ErrorCode.none:
             deliveries += self._maybe_downgrade(req.group_id)
-        self._persist_consumer(req.group_id)
+        self._persist_consumer(req.group_id, result.member_id or req.member_id)
         return result, deliveries
 
     def _maybe_downgrade(self, group_id: str) -> list[Delivery]:
