@@ -135,6 +135,12 @@ BROKER_CONFIGS: tuple[ConfigDef, ...] = (
               lambda v: bool(_names(v)) and all(a in ("uniform", "range") for a in _names(v))),
     ConfigDef("group.consumer.max.size", "group_consumer_max_size", "int", 2147483647, None,
               "most members one consumer group (KIP-848) may have", _at_least(1)),
+    ConfigDef("group.consumer.migration.policy", "group_consumer_migration_policy", "string",
+              "bidirectional", None,
+              "online conversions between classic and consumer groups: upgrade (a consumer-protocol "
+              "member joins a classic group), downgrade (the last one leaves a group of classic "
+              "members), bidirectional or disabled",
+              allowed=("disabled", "upgrade", "downgrade", "bidirectional")),
     ConfigDef("offsets.topic.num.partitions", "offsets_topic_num_partitions", "int", 50, None,
               "partitions of __consumer_offsets (fixed once created)", _at_least(1)),
     ConfigDef("offsets.topic.segment.bytes", "offsets_topic_segment_bytes", "int", 104857600,
@@ -351,6 +357,7 @@ class BrokerConfig:
     group_streams_max_standby_replicas: int = 2
     group_consumer_assignors: str = "uniform,range"
     group_consumer_max_size: int = 2147483647
+    group_consumer_migration_policy: str = "bidirectional"
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104857600
     offset_metadata_max_bytes: int = 4096

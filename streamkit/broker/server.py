@@ -209,13 +209,15 @@ class Broker:
         group_configs.load()
         consumer_groups = ConsumerGroups(
             ConsumerSettings(cfg.group_consumer_session_timeout_ms, cfg.group_consumer_heartbeat_interval_ms,
-                             tuple(a.strip() for a in cfg.group_consumer_assignors.split(",") if a.strip()), cfg.group_consumer_max_size),
+                             tuple(a.strip() for a in cfg.group_consumer_assignors.split(",") if a.strip()),
+                             cfg.group_consumer_max_size, cfg.group_consumer_migration_policy),
             lambda: {name: info.partitions for name, info in topics.topics.items()}, clock,
             lambda g: (group_configs.get(g).consumer_session_timeout_ms,
                        group_configs.get(g).consumer_heartbeat_interval_ms))
         coordinator = GroupCoordinator(settings, offsets_partitions,
                                        _InternalStore(topics, OFFSETS_TOPIC), clock, cfg.offset_metadata_max_bytes,
-                                       consumer_groups)
+                                       consumer_groups,
+                                       lambda: {name: info.topic_id for name, info in topics.topics.items()})
         coordinator.load()
         groups = GroupRuntime(coordinator)
         producer_ids = ProducerIds(meta)

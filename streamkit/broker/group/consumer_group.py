@@ -39,6 +39,8 @@ from streamkit.broker.group.assignors import ASSIGNORS, MemberSubscription
 __all__ = [
     "LEAVE_GROUP_EPOCH",
     "LEAVE_GROUP_STATIC_EPOCH",
+    "MIGRATION_POLICIES",
+    "ClassicMembership",
     "ConsumerGroup",
     "ConsumerGroups",
     "ConsumerMember",
@@ -51,18 +53,30 @@ __all__ = [
 TopicPartition = tuple[str, int]
 LEAVE_GROUP_EPOCH = -1
 LEAVE_GROUP_STATIC_EPOCH = -2
+# group.consumer.migration.policy: which online conversions between a classic group and a
+# consumer group the coordinator makes.
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerSettings:
     """Kafka's broker defaults: group.consumer.session.timeout.ms,
     group.consumer.heartbeat.interval.ms, group.consumer.assignors (the first is the default),
-    group.consumer.max.size."""
+    group.consumer.max.size, group.consumer.migration.policy."""
 
     session_timeout_ms: int = 45000
     heartbeat_interval_ms: int = 5000
     assignors: tuple[str, ...] = ("uniform", "range")
     max_size: int = 2147483647
+    migration_policy: str = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("downgrade", "bidirectional")
 
 
 class MemberState(Enum):
@@ -100,6 +114,21 @@ class HeartbeatResult:
 
 
 @dataclass(slots=True)
+class ClassicMembership:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a
+    consumer group: what its JoinGroup said, and the deadlines of its rebalance steps."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    version: int  # of its embedded consumer protocol: its assignment is encoded in it
+    join_deadline_ms: int | None = None  # told to rejoin: JoinGroup due by then
+    sync_deadline_ms: int | None = None  # joined: SyncGroup due by then
+
+    def deadlines(self) -> tuple[int | None, int | None]:
+        return self.join_deadline_ms, self.sync_deadline_ms
+
+
+@dataclass(slots=True)
 class ConsumerMember:
     member_id: str
     instance_id: str | None = None
@@ -118,6 +147,7 @@ class ConsumerMember:
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None
     last_sent: frozenset[TopicPartition] | None = None
+    classic: ClassicMembership | None = None
 
     def subscribed(self, topics: Mapping[str, int]) -> frozenset[str]:
         out = {t for t in self.topic_names if t in topics}
@@ -164,6 +194,24 @@ class ConsumerGroup:
                 raise AssertionError(f"{m.member_id} both holds and revokes a partition")
         if seen != self.owners:
             raise AssertionError(f"owners {self.owners} != held {seen}")
+
+    def rename(self, old_id: str, new_id: str) -> ConsumerMember:
+        """A restarted static member takes over its predecessor's place under a new id."""
+        member = self.members.pop(old_id)
+        member.member_id = new_id
+        self.members[new_id] = member
+        if member.instance_id is not None:
+            self.static[member.instance_id] = new_id
+        for tp in member.assigned | member.pending_revocation:
+            self.owners[tp] = new_id
+        if old_id in self.target:
+            self.target[new_id] = self.target.pop(old_id)
+        return member
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Some partition of the member's target is still held by another member."""
+        return any(self.owners.get(tp, member.member_id) != member.member_id
+                   for tp in self.target.get(member.member_id, set()) - member.assigned)
 
     def remove(self, member_id: str) -> None:
         member = self.members.pop(member_id)
@@ -256,13 +304,7 @@ class ConsumerGroups:
         session_timeout_ms, heartbeat_interval_ms = self.timeouts(req.group_id)
         member.session_deadline_ms = now + session_timeout_ms
         changed |= self._update(member, req)
-        sizes = self._subscribed_sizes(group)
-        if changed or sizes != group.subscribed_sizes:
-            group.group_epoch += 1
-            group.subscribed_sizes = sizes
-        if group.group_epoch > group.assignment_epoch:
-            self._compute_target(group)
-        self._reconcile(group, member, req.owned, now)
+        self.advance(group, member, changed, req.owned, now)
         assigned = frozenset(member.assigned)
         send = (req.member_epoch == 0 or member.last_sent != assigned
                 or (req.owned is not None and req.owned != assigned))
@@ -285,16 +327,9 @@ class ConsumerGroups:
                                           "not released yet.", req)
                     # A restarted static member takes over its predecessor's assignment and
                     # epoch under its new id, without a rebalance (KIP-848 static membership).
-                    del group.members[holder]
-                    old.member_id = mid
+                    group.rename(holder, mid)
                     old.member_epoch = old.previous_epoch
                     old.last_sent = None
-                    group.members[mid] = old
-                    group.static[req.instance_id] = mid
-                    for tp in old.assigned | old.pending_revocation:
-                        group.owners[tp] = mid
-                    if holder in group.target:
-                        group.target[mid] = group.target.pop(holder)
                     return old, False
             member = group.members.get(mid)
             if member is not None:
@@ -352,7 +387,20 @@ class ConsumerGroups:
             changed = True
         return changed
 
-    def _subscribed_sizes(self, group: ConsumerGroup) -> dict[str, int]:
+    def advance(self, group: ConsumerGroup, member: ConsumerMember, changed: bool,
+                owned: frozenset[TopicPartition] | None, now: int) -> None:
+        """After ``member`` spoke (``changed``: its subscription changed): bump the group
+        epoch when subscriptions or a subscribed topic's size changed, compute a new target
+        when the epoch passed the assignment epoch, and move the member toward its target."""
+        sizes = self.subscribed_sizes(group)
+        if changed or sizes != group.subscribed_sizes:
+            group.group_epoch += 1
+            group.subscribed_sizes = sizes
+        if group.group_epoch > group.assignment_epoch:
+            self._compute_target(group)
+        self._reconcile(group, member, owned, now)
+
+    def subscribed_sizes(self, group: ConsumerGroup) -> dict[str, int]:
         topics = self.topics()
         names: set[str] = set()
         for m in group.members.values():
@@ -374,6 +422,7 @@ class ConsumerGroups:
     @staticmethod
     def _reconcile(group: ConsumerGroup, member: ConsumerMember,
                    owned: frozenset[TopicPartition] | None, now: int) -> None:
+        """``owned``: what the member says it holds now (None: it did not say)."""
         if member.state == MemberState.UNREVOKED_PARTITIONS:
             if owned is None or owned & member.pending_revocation:
                 return  # still revoking
@@ -392,6 +441,11 @@ class ConsumerGroups:
             member.pending_revocation = revoke
             member.state = MemberState.UNREVOKED_PARTITIONS
             member.revocation_deadline_ms = now + member.rebalance_timeout_ms
+            if owned is None or owned & revoke:
+                return
+            # It already holds none of them (a classic member rejoins having revoked
+            # everything, as the eager protocol does): released at once, not a round later.
+            ConsumerGroups._reconcile(group, member, owned, now)
             return
         for tp in target - member.assigned:
             if group.owners.get(tp, member.member_id) == member.member_id:
@@ -417,6 +471,9 @@ class ConsumerGroups:
         if group is None or member is None:
             return self._fail(ErrorCode.unknown_member_id,
                               f"Member {mid} is not a member of group {req.group_id}.", req)
+        if member.classic is not None:
+            return self._fail(ErrorCode.unknown_member_id,
+                              f"Member {mid} uses the classic protocol: it leaves with LeaveGroup.", req)
         if req.member_epoch == LEAVE_GROUP_STATIC_EPOCH:
             # A static member leaving for a restart keeps its partitions (no rebalance) until
             # its session times out or its successor with the same instance id joins.
@@ -436,6 +493,10 @@ class ConsumerGroups:
         for group in self.groups.values():
             for mid, m in list(group.members.items()):
                 late = m.revocation_deadline_ms is not None and now >= m.revocation_deadline_ms
+                if m.classic is not None:
+                    # A classic member revokes by rejoining: its join and sync deadlines
+                    # (rebalance timeout) take the revocation deadline's place.
+                    late = any(d is not None and now >= d for d in m.classic.deadlines())
                 if now >= m.session_deadline_ms or late:
                     group.remove(mid)
                     removed.append((group.group_id, mid))
@@ -445,7 +506,8 @@ class ConsumerGroups:
         out: int | None = None
         for group in self.groups.values():
             for m in group.members.values():
-                for d in (m.session_deadline_ms, m.revocation_deadline_ms):
+                classic = m.classic.deadlines() if m.classic is not None else (m.revocation_deadline_ms,)
+                for d in (m.session_deadline_ms, *classic):
                     if d is not None and (out is None or d < out):
                         out = d
         return out
@@ -453,8 +515,9 @@ class ConsumerGroups:
     # -- offsets -------------------------------------------------------------------------
 
     def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetCommit: a member commits with its current epoch;
-        with no members, anyone may commit with a negative epoch (admin tools)."""
+        """Kafka's ConsumerGroup.validateOffsetCommit: a member commits with its current epoch
+        (a classic member's generation is its epoch: ILLEGAL_GENERATION when it is not); with
+        no members, anyone may commit with a negative epoch (admin tools)."""
         group = self.groups[group_id]
         if member_epoch < 0 and not group.members:
             return ErrorCode.none
@@ -462,7 +525,7 @@ class ConsumerGroups:
         if member is None:
             return ErrorCode.unknown_member_id
         if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
+            return ErrorCode.illegal_generation if member.classic is not None else ErrorCode.stale_member_epoch
         return ErrorCode.none
 
     def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode:

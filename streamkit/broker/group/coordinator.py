@@ -9,18 +9,24 @@ asyncio server owns the futures and the timer that calls ``tick``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
 from streamkit.broker.group.consumer_group import (
+    LEAVE_GROUP_EPOCH,
+    ConsumerGroup,
     ConsumerGroups,
     ConsumerSettings,
     HeartbeatRequest,
     HeartbeatResult,
+    MemberState,
 )
+from streamkit.broker.group.consumer_protocol import MalformedProtocol
+from streamkit.broker.group.consumer_records import ConsumerGroupJournal
 from streamkit.broker.group.group import (
     Delivery,
     Group,
@@ -30,6 +36,16 @@ from streamkit.broker.group.group import (
     Member,
     Outcome,
     SyncResult,
+)
+from streamkit.broker.group.migration import (
+    can_downgrade,
+    can_upgrade,
+    classic_heartbeat,
+    classic_join,
+    classic_leave,
+    classic_sync,
+    to_classic_group,
+    to_consumer_group,
 )
 from streamkit.broker.group.records import (
     GroupMetadataValue,
@@ -98,7 +114,10 @@ class GroupCoordinator:
         clock: Callable[[], int],
         metadata_max_bytes: int = 4096,
         consumer: ConsumerGroups | None = None,
+        topic_ids: Callable[[], Mapping[str, uuid.UUID]] | None = None,
     ) -> None:
+        """``topic_ids``: every topic's id by name, for the consumer group records (which
+        name topics by id); by default an id derived from the name."""
         self.settings = settings
         self.num_partitions = num_partitions
         self.store = store
@@ -108,11 +127,15 @@ class GroupCoordinator:
         # Groups of the new protocol (KIP-848). A group id is in ``groups`` (classic) or in
         # ``consumer.groups``, never both: the upgrade/downgrade paths move it across.
         self.consumer = consumer or ConsumerGroups(ConsumerSettings(), dict, clock)
+        self.journal = ConsumerGroupJournal(topic_ids or self._derived_topic_ids)
         self.offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = {}
         self._persisted: dict[str, tuple[int, GroupState, tuple[str, ...]]] = {}
         # Offsets committed inside a transaction (TxnOffsetCommit), by producer id: written
         # to the topic at once, visible only when the transaction's COMMIT marker is.
         self.pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetCommitValue]]] = {}
+
+    def _derived_topic_ids(self) -> dict[str, uuid.UUID]:
+        return {name: uuid.uuid5(uuid.NAMESPACE_URL, name) for name in self.consumer.topics()}
 
     # -- loading -------------------------------------------------------------------------
 
@@ -130,12 +153,29 @@ class GroupCoordinator:
                 txn_pid = header.producer_id if header.is_transactional else None
                 for record in records:
                     self._replay(record, now, txn_pid)
-        for group in self.offsets:
-            self.groups.setdefault(group, Group(group, self.settings))
-        log.info("loaded %d groups from %s", len(self.groups), OFFSETS_TOPIC)
+        for group_id, group in self.journal.groups().items():
+            self._resume(group, now)
+            self.consumer.groups[group_id] = group
+            self.groups.pop(group_id, None)
+            self._persisted.pop(group_id, None)
+        for group_id in self.offsets:
+            if group_id not in self.consumer.groups:
+                self.groups.setdefault(group_id, Group(group_id, self.settings))
+        log.info("loaded %d classic and %d consumer groups from %s", len(self.groups),
+                 len(self.consumer.groups), OFFSETS_TOPIC)
+
+    def _resume(self, group: ConsumerGroup, now: int) -> None:
+        """A consumer group read back from the topic: every member gets a full session (and
+        a revoking one its rebalance timeout) to heartbeat again with the epoch it knows, as
+        Kafka schedules the timers of a loaded group."""
+        session_ms = self.consumer.timeouts(group.group_id)[0]
+        for m in group.members.values():
+            m.session_deadline_ms = now + (m.classic.session_timeout_ms if m.classic is not None else session_ms)
+            if m.state == MemberState.UNREVOKED_PARTITIONS:
+                m.revocation_deadline_ms = now + m.rebalance_timeout_ms
 
     def _replay(self, record: Record, now: int, txn_pid: int | None) -> None:
-        if record.key is None:
+        if record.key is None or self.journal.replay(record.key, record.value):
             return
         key = decode_key(record.key)
         if key is None:
@@ -147,14 +187,18 @@ class GroupCoordinator:
                     self.pending_txn.setdefault(txn_pid, {}).setdefault(group, {})[(topic, part)] = (
                         decode_offset_value(record.value))
             elif record.value is None:
-                self.offsets.get(group, {}).pop((topic, part), None)
+                cache = self.offsets.get(group, {})
+                cache.pop((topic, part), None)
+                if not cache:
+                    self.offsets.pop(group, None)
             else:
                 self.offsets.setdefault(group, {})[(topic, part)] = decode_offset_value(record.value)
             return
         (group,) = key
         if record.value is None:
+            # Offsets have tombstones of their own (a deleted group's are written with it):
+            # a group converted to a consumer group keeps them.
             self.groups.pop(group, None)
-            self.offsets.pop(group, None)
             self._persisted.pop(group, None)
         else:
             self.groups[group] = self._restore(group, decode_group_value(record.value), now)
@@ -194,10 +238,11 @@ class GroupCoordinator:
         # The member ids too: a restarted static member changes its id without a new generation.
         return group.generation_id, group.state, tuple(group.members)
 
-    def _persist_group(self, group: Group) -> None:
+    def _persist_group(self, group: Group, converted: bool = False) -> None:
         """Write the group's metadata when it reaches Stable or Empty in a new generation, or
-        when a static member's new id replaces its old one in a Stable group."""
-        if group.state not in (GroupState.STABLE, GroupState.EMPTY):
+        when a static member's new id replaces its old one in a Stable group; or at once
+        when it was a consumer group until now (``converted``), as Kafka writes it then."""
+        if group.state not in (GroupState.STABLE, GroupState.EMPTY) and not converted:
             return
         key = self._persist_key(group)
         if self._persisted.get(group.group_id) == key:
@@ -221,6 +266,24 @@ class GroupCoordinator:
         self.store.append(self._partition(group.group_id), build_batch([record]))
         self._persisted[group.group_id] = key
 
+    def _persist_consumer(self, group_id: str, member_id: str | None = None) -> None:
+        """Write what changed in a consumer group (all tombstones when it is gone);
+        ``member_id``: the one member the request could have changed (see the journal)."""
+        touched = None if member_id is None else (member_id,)
+        changes = self.journal.changes(group_id, self.consumer.get(group_id), touched)
+        if changes:
+            now = self.clock()
+            self.store.append(self._partition(group_id), build_batch(
+                [Record(key=k, value=v, timestamp=now) for k, v in changes]))
+
+    def _drop_classic(self, group_id: str) -> None:
+        """The classic group is gone (it became a consumer group): its metadata tombstone,
+        offsets kept."""
+        del self.groups[group_id]
+        if self._persisted.pop(group_id, None) is not None:
+            record = Record(key=encode_group_key(group_id), value=None, timestamp=self.clock())
+            self.store.append(self._partition(group_id), build_batch([record]))
+
     def _after(self, group: Group, deliveries: list[Delivery]) -> list[Delivery]:
         self._persist_group(group)
         return deliveries
@@ -243,10 +306,14 @@ class GroupCoordinator:
         modern = self.consumer.get(group_id)
         if modern is not None:
             if modern.members:
-                # Mixed classic/consumer membership is not implemented: Kafka's answer
-                # with group.consumer.migration.policy=disabled.
-                return Outcome(JoinResult(ErrorCode.group_id_not_found, req.member_id))
+                # A classic member of a consumer group (Kafka, whatever the migration policy).
+                if not self.settings.min_session_timeout_ms <= req.session_timeout_ms <= self.settings.max_session_timeout_ms:
+                    return Outcome(JoinResult(ErrorCode.invalid_session_timeout, req.member_id))
+                result = classic_join(self.consumer, modern, req, self.clock())
+                self._persist_consumer(group_id, result.member_id)
+                return Outcome(result)
             self.consumer.delete(group_id)  # Kafka's offline downgrade of an empty group
+            self._persist_consumer(group_id)
         group = self.groups.get(group_id)
         if group is None or group.state == GroupState.DEAD:
             if req.member_id:  # Kafka creates a group only for a member without an id
@@ -258,6 +325,9 @@ class GroupCoordinator:
 
     def sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
              assignments: dict[str, bytes]) -> Outcome:
+        modern = self.consumer.get(group_id)
+        if modern is not None:
+            return Outcome(classic_sync(modern, member_id, instance_id, generation_id, self.clock()))
         group = self.groups.get(group_id)
         if group is None:
             return Outcome(SyncResult(ErrorCode.unknown_member_id))
@@ -265,28 +335,67 @@ class GroupCoordinator:
         self._after(group, outcome.deliveries)
         return outcome
 
-    def consumer_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat. A new-protocol member joining an empty classic group
-        converts it (Kafka's offline upgrade; committed offsets stay); a non-empty classic
-        group refuses it as Kafka does without online migration."""
+    def consumer_heartbeat(self, req: HeartbeatRequest) -> tuple[HeartbeatResult, list[Delivery]]:
+        """ConsumerGroupHeartbeat, and the answers it makes due to classic members' deferred
+        requests. A new-protocol member joining a classic group converts it: an empty one
+        always (Kafka's offline upgrade), one with members when
+        group.consumer.migration.policy allows the online upgrade (``migration.py``).
+        Committed offsets stay either way. A consumer-protocol member leaving the last one
+        among classic members converts the group back when the policy allows a downgrade."""
+        deliveries: list[Delivery] = []
         classic = self.groups.get(req.group_id)
-        if classic is not None and req.group_id not in self.consumer.groups:
-            if classic.state not in (GroupState.EMPTY, GroupState.DEAD):
-                return HeartbeatResult(ErrorCode.group_id_not_found,
-                                       f"Group {req.group_id} is not a consumer group.",
-                                       req.member_id, req.member_epoch)
-            if req.member_epoch == 0:
-                del self.groups[req.group_id]
-                self._persisted.pop(req.group_id, None)
-        return self.consumer.heartbeat(req)
+        if classic is not None and req.group_id not in self.consumer.groups and req.member_epoch == 0:
+            if classic.state in (GroupState.EMPTY, GroupState.DEAD):
+                self._drop_classic(req.group_id)
+            else:
+                refused = HeartbeatResult(ErrorCode.group_id_not_found, f"Group {req.group_id} is not a consumer group.",
+                                          req.member_id, req.member_epoch)
+                if not can_upgrade(classic, self.consumer.settings):
+                    return refused, []
+                try:
+                    modern = to_consumer_group(classic, self.consumer, self.clock())
+                except MalformedProtocol:
+                    return refused, []
+                deliveries = classic.awaiting()
+                self._drop_classic(req.group_id)
+                self.consumer.groups[req.group_id] = modern
+                log.info("group %s upgraded from classic to consumer with %d members", req.group_id,
+                         len(modern.members))
+        leaving = self.consumer.get(req.group_id) is not None and req.member_epoch == LEAVE_GROUP_EPOCH
+        result = self.consumer.heartbeat(req)
+        if leaving and result.error == ErrorCode.none:
+            deliveries += self._maybe_downgrade(req.group_id)
+        self._persist_consumer(req.group_id, result.member_id or req.member_id)
+        return result, deliveries
+
+    def _maybe_downgrade(self, group_id: str) -> list[Delivery]:
+        """After a consumer-protocol member left: Kafka's online downgrade."""
+        modern = self.consumer.get(group_id)
+        if modern is None or not can_downgrade(modern, self.consumer.settings, self.settings.max_size):
+            return []
+        del self.consumer.groups[group_id]
+        self._persist_consumer(group_id)
+        classic = to_classic_group(modern, self.settings, self.clock())
+        self.groups[group_id] = classic
+        self._persist_group(classic, converted=True)
+        log.info("group %s downgraded from consumer to classic with %d members", group_id, len(classic.members))
+        return []
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int) -> ErrorCode:
+        modern = self.consumer.get(group_id)
+        if modern is not None:
+            return classic_heartbeat(modern, member_id, instance_id, generation_id, self.clock())
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
         return group.heartbeat(member_id, instance_id, generation_id, self.clock())
 
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode], list[Delivery]]:
+        modern = self.consumer.get(group_id)
+        if modern is not None:
+            codes = [classic_leave(modern, m, i) for m, i in members]
+            self._persist_consumer(group_id)
+            return (codes[0] if len(codes) == 1 else ErrorCode.none), codes, []
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.unknown_member_id, [ErrorCode.unknown_member_id] * len(members), []
@@ -300,9 +409,16 @@ class GroupCoordinator:
 
     def tick(self) -> list[Delivery]:
         now = self.clock()
-        if (d := self.consumer.next_deadline()) is not None and now >= d:
-            self.consumer.tick()
         deliveries: list[Delivery] = []
+        if (d := self.consumer.next_deadline()) is not None and now >= d:
+            modern = {(g.group_id, mid) for g in self.consumer.groups.values()
+                      for mid, m in g.members.items() if m.classic is None}
+            removed = self.consumer.tick()
+            downgradable = {g for g, mid in removed if (g, mid) in modern}
+            for group_id in {g for g, _ in removed}:
+                if group_id in downgradable:
+                    deliveries += self._maybe_downgrade(group_id)
+                self._persist_consumer(group_id)
         for group in list(self.groups.values()):
             deadline = group.next_deadline()
             if deadline is not None and now >= deadline:
@@ -469,6 +585,7 @@ class GroupCoordinator:
         if group_id in self.consumer.groups:
             error = self.consumer.delete(group_id)
             if error == ErrorCode.none:
+                self._persist_consumer(group_id)
                 self._tombstone(group_id)
             return error
         group = self.groups.get(group_id)

@@ -550,6 +550,26 @@ class Group:
         deliveries.extend(self._maybe_complete_join(now_ms))
         return deliveries
 
+    def rebalance_after_downgrade(self, now_ms: int) -> list[Delivery]:
+        """A consumer group just became this classic group (its last consumer-protocol member
+        left; ``migration.py``): pick the protocol the members share and make them rejoin.
+        Their generation (the member epoch they knew) is older than the group's, so their
+        next Heartbeat is ILLEGAL_GENERATION and they rejoin under their member ids."""
+        self.protocol_name = self._select_protocol()
+        return self._rebalance(GroupEvent.MEMBER_LEAVE, now_ms)
+
+    def awaiting(self) -> list[Delivery]:
+        """REBALANCE_IN_PROGRESS for every deferred JoinGroup and SyncGroup: the group is
+        about to become a consumer group (``migration.py``) and its members must rejoin it."""
+        out: list[Delivery] = []
+        for m in self.members.values():
+            if m.awaiting_join:
+                out.append(Delivery(self.group_id, m.member_id, JoinResult(ErrorCode.rebalance_in_progress, m.member_id)))
+            if m.awaiting_sync:
+                out.append(Delivery(self.group_id, m.member_id, SyncResult(ErrorCode.rebalance_in_progress)))
+            m.awaiting_join = m.awaiting_sync = False
+        return out
+
     def mark_dead(self) -> list[Delivery]:
         self._fire(GroupEvent.DELETE)
         return []

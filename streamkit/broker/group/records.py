@@ -17,12 +17,15 @@ record value is a tombstone. Using Kafka's layouts keeps the topic readable by K
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 __all__ = [
     "GroupMetadataValue",
     "MemberMetadata",
     "OffsetCommitValue",
+    "Reader",
+    "Writer",
     "decode_group_value",
     "decode_key",
     "decode_offset_value",
@@ -33,6 +36,7 @@ __all__ = [
     "partition_for_group",
 ]
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -48,23 +52,23 @@ def partition_for_group(group_id: str, partitions: int) -> int:
     return (0 if signed == -(1 << 31) else abs(signed)) % partitions
 
 
-class _Writer:
+class Writer:
     def __init__(self) -> None:
         self.buf = bytearray()
 
-    def i16(self, v: int) -> _Writer:
+    def i16(self, v: int) -> Writer:
         self.buf += _I16.pack(v)
         return self
 
-    def i32(self, v: int) -> _Writer:
+    def i32(self, v: int) -> Writer:
         self.buf += _I32.pack(v)
         return self
 
-    def i64(self, v: int) -> _Writer:
+    def i64(self, v: int) -> Writer:
         self.buf += _I64.pack(v)
         return self
 
-    def string(self, v: str | None) -> _Writer:
+    def string(self, v: str | None) -> Writer:
         if v is None:
             return self.i16(-1)
         data = v.encode("utf-8")
@@ -72,13 +76,43 @@ class _Writer:
         self.buf += data
         return self
 
-    def blob(self, v: bytes) -> _Writer:
+    def blob(self, v: bytes) -> Writer:
         self.i32(len(v))
         self.buf += v
         return self
 
+    # Flexible versions (KIP-482): unsigned varints, compact strings/bytes/arrays, tagged fields.
 
-class _Reader:
+    def i8(self, v: int) -> Writer:
+        self.buf += _I8.pack(v)
+        return self
+
+    def uvarint(self, v: int) -> Writer:
+        while v >= 0x80:
+            self.buf.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.buf.append(v)
+        return self
+
+    def compact_string(self, v: str | None) -> Writer:
+        if v is None:
+            return self.uvarint(0)
+        return self.compact_bytes(v.encode("utf-8"))
+
+    def compact_bytes(self, v: bytes) -> Writer:
+        self.uvarint(len(v) + 1)
+        self.buf += v
+        return self
+
+    def uuid(self, v: uuid.UUID) -> Writer:
+        self.buf += v.bytes
+        return self
+
+    def no_tags(self) -> Writer:
+        return self.uvarint(0)
+
+
+class Reader:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.pos = 0
@@ -106,6 +140,39 @@ class _Reader:
     def blob(self) -> bytes:
         n = self.i32()
         return b"" if n < 0 else self._take(n)
+
+    def i8(self) -> int:
+        return int(_I8.unpack(self._take(1))[0])
+
+    def uvarint(self) -> int:
+        out = shift = 0
+        while True:
+            byte = self._take(1)[0]
+            out |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return out
+            shift += 7
+            if shift > 63:
+                raise ValueError("__consumer_offsets record has a varint longer than 64 bits")
+
+    def compact_string(self) -> str | None:
+        n = self.uvarint()
+        return None if n == 0 else self._take(n - 1).decode("utf-8")
+
+    def compact_bytes(self) -> bytes:
+        n = self.uvarint()
+        return b"" if n == 0 else self._take(n - 1)
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self._take(16))
+
+    def tags(self) -> dict[int, bytes]:
+        """A tagged-fields section: tag -> raw field bytes."""
+        out = {}
+        for _ in range(self.uvarint()):
+            tag = self.uvarint()
+            out[tag] = self._take(self.uvarint())
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,20 +206,20 @@ class GroupMetadataValue:
 
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
-    return bytes(_Writer().i16(1).string(group).string(topic).i32(partition).buf)
+    return bytes(Writer().i16(1).string(group).string(topic).i32(partition).buf)
 
 
 def encode_offset_value(v: OffsetCommitValue) -> bytes:
-    w = _Writer().i16(3).i64(v.offset).i32(v.leader_epoch).string(v.metadata).i64(v.commit_timestamp)
+    w = Writer().i16(3).i64(v.offset).i32(v.leader_epoch).string(v.metadata).i64(v.commit_timestamp)
     return bytes(w.buf)
 
 
 def encode_group_key(group: str) -> bytes:
-    return bytes(_Writer().i16(2).string(group).buf)
+    return bytes(Writer().i16(2).string(group).buf)
 
 
 def encode_group_value(v: GroupMetadataValue) -> bytes:
-    w = _Writer().i16(3).string(v.protocol_type).i32(v.generation_id).string(v.protocol_name)
+    w = Writer().i16(3).string(v.protocol_type).i32(v.generation_id).string(v.protocol_name)
     w.string(v.leader_id).i64(v.state_timestamp).i32(len(v.members))
     for m in v.members:
         w.string(m.member_id).string(m.group_instance_id).string(m.client_id).string(m.client_host)
@@ -162,7 +229,7 @@ def encode_group_value(v: GroupMetadataValue) -> bytes:
 
 def decode_key(data: bytes) -> tuple[str, str, int] | tuple[str] | None:
     """(group, topic, partition) for an offset key, (group,) for a group key, else None."""
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if version in (0, 1):
         group, topic = r.string(), r.string()
@@ -173,7 +240,7 @@ def decode_key(data: bytes) -> tuple[str, str, int] | tuple[str] | None:
 
 
 def decode_offset_value(data: bytes) -> OffsetCommitValue:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     offset = r.i64()
     leader_epoch = r.i32() if version >= 3 else -1
@@ -183,7 +250,7 @@ def decode_offset_value(data: bytes) -> OffsetCommitValue:
 
 
 def decode_group_value(data: bytes) -> GroupMetadataValue:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     protocol_type = r.string() or ""
     generation = r.i32()

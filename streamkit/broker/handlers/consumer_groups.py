@@ -20,6 +20,7 @@ from streamkit.broker.state import BrokerState, ClientInfo
 __all__ = ["consumer_group_describe", "consumer_group_heartbeat", "describe_as_classic"]
 
 TopicPartition = tuple[str, int]
+_MEMBER_TYPE_CLASSIC = 0
 _MEMBER_TYPE_CONSUMER = 1
 
 
@@ -70,7 +71,8 @@ async def consumer_group_heartbeat(state: BrokerState, req: Request, client: Cli
         client_id=client.client_id,
         client_host=client.host,
     )
-    result = state.coordinator.consumer_heartbeat(request)
+    result, deliveries = state.coordinator.consumer_heartbeat(request)
+    state.groups.deliver(deliveries)
     assignment = None
     if result.assignment is not None:
         assignment = {"topic_partitions": [
@@ -98,7 +100,7 @@ def _member(state: BrokerState, group: ConsumerGroup, m: ConsumerMember) -> dict
         "subscribed_topic_regex": m.topic_regex,
         "assignment": {"topic_partitions": _by_topic(state, m.assigned)},
         "target_assignment": {"topic_partitions": _by_topic(state, group.target.get(m.member_id, ()))},
-        "member_type": _MEMBER_TYPE_CONSUMER,
+        "member_type": _MEMBER_TYPE_CONSUMER if m.classic is None else _MEMBER_TYPE_CLASSIC,
     }
 
 
