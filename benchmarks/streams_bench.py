@@ -289,7 +289,8 @@ def read_output(bootstrap: str, topic: str, partitions: int) -> tuple[int, int]:
         return 0, 0
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "streams-bench-reader",
                   "enable.auto.commit": False, **COMMON})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    assigned = [TopicPartition(topic, p, 0) for p in range(partitions)]
+    c.assign(assigned)
     pos = [0] * partitions
     records = total = 0
     deadline = time.monotonic() + 120
@@ -299,10 +300,12 @@ def read_output(bootstrap: str, topic: str, partitions: int) -> tuple[int, int]:
                 part, offset, raw = msg.partition(), msg.offset(), msg.value()
                 if msg.error() or part is None or offset is None or raw is None:
                     continue
-                pos[part] = offset + 1
                 records += 1
                 value = orjson.loads(raw)
                 total += int(value.get("value", 0)) if isinstance(value, dict) else 0
+            # The consumer's positions, not the last record's offset + 1: a transactional
+            # (exactly-once) output ends with a commit marker, which is never a message.
+            pos = [max(tp.offset, 0) for tp in c.position(assigned)]
     finally:
         c.close()
     return records, total

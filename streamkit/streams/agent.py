@@ -40,12 +40,15 @@ class App(Protocol):
 
 
 class Runtime(Protocol):
-    """What an agent's stream needs of the worker: the processing gate and acknowledging."""
+    """What an agent's stream needs of the worker: the processing gate, acknowledging, and
+    whether an event's partition is still this worker's."""
 
     @property
     def gate(self) -> ProcessingGate: ...
 
     def ack(self, stream: AgentStream, event: Event) -> None: ...
+
+    def owns(self, event: Event) -> bool: ...
 
 __all__ = ["SKIPPED", "Agent", "AgentStream", "current_event"]
 
@@ -171,9 +174,17 @@ class AgentStream:
         runtime = self.runtime
         # Wait for the event before entering the gate: an agent waiting for input must not
         # hold up a commit (the gate waits for entered agents to finish).
-        event = await self.inbox.get()
-        if runtime is not None:
+        while True:
+            event = await self.inbox.get()
+            if runtime is None:
+                break
             await runtime.gate.enter()
+            if runtime.owns(event):
+                break
+            # Its partition was revoked while this waited at the gate (a rebalance's commit
+            # closed it): the new owner processes it. Processed here it met tables without
+            # that partition, and under exactly-once a task without its producer.
+            runtime.gate.leave()
         self._held = event
         _current.set(event)
         return event

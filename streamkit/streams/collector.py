@@ -120,6 +120,7 @@ class RecordCollector:
         # whose caller awaits the delivery itself).
         self._pending_sends: list[tuple[str, asyncio.Future[Any]]] = []
         self._deliveries: list[tuple[str, asyncio.Future[Any]]] = []
+        self._last_send: asyncio.Future[Any] | None = None
 
     def _new_producer(self, transactional_id: str | None, client_id: str) -> AIOKafkaProducer:
         settings = self.settings
@@ -236,12 +237,22 @@ class RecordCollector:
         """Produce from synchronous code; delivery is checked by the next commit."""
         if task is None:
             task = current_task()  # now: the spawned send runs after the caller moved on
-        send = asyncio.ensure_future(self.enqueue(topic, key, value, headers=headers, timestamp=timestamp,
-                                                  partition=partition, task=task))
+        send = asyncio.ensure_future(self._enqueue_after(
+            self._last_send, topic, key, value, headers=headers, timestamp=timestamp, partition=partition, task=task))
+        self._last_send = send
         # Kept until a commit looks at it (not discarded when done): a send that failed
         # before reaching the producer (a record larger than max.request.size) must fail
         # that commit as well.
         self._pending_sends.append((topic, send))
+
+    async def _enqueue_after(self, previous: asyncio.Future[Any] | None, topic: str, key: bytes | None,
+                             value: bytes | None, **kwargs: Any) -> asyncio.Future[Any]:
+        """``enqueue`` once the previous synchronous send has been queued: a send waits
+        for its topic's metadata or for buffer space, and without the chain a later one
+        that did not have to wait overtook it (records of one key out of order)."""
+        if previous is not None and not previous.done():
+            await asyncio.wait([previous])
+        return await self.enqueue(topic, key, value, **kwargs)
 
     async def send_batches(self, topic: str, partition: int,
                            records: Iterable[tuple[bytes | None, bytes | None]],

@@ -62,7 +62,6 @@ from streamkit.streams.collector import (
     task_scope,
 )
 from streamkit.streams.event import Event
-from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.gate import AckTracker, ProcessingGate
 from streamkit.streams.metrics import Metrics
 from streamkit.streams.ordering import Alignment, by_timestamp
@@ -70,7 +69,8 @@ from streamkit.streams.partitioners import PartitionerDetector
 from streamkit.streams.processing import LateLog
 from streamkit.streams.progress import ProgressReporter
 from streamkit.streams.progress import Task as ProgressTask
-from streamkit.streams.table import StateDefinitionError, WindowedTable
+from streamkit.streams.table import WindowedTable
+from streamkit.streams.task_manager import TaskManager
 from streamkit.streams.topic import Topic
 from streamkit.streams.windows import MIN_TIMESTAMP
 from streamkit.tasks import cancel_and_wait
@@ -222,10 +222,8 @@ class Runtime:
         self._consumer: AIOKafkaConsumer | None = None
         self._agent_tasks: list[asyncio.Task[None]] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self._restores: dict[int, asyncio.Task[None]] = {}
-        # Restores cancelled by a revoke, until they have closed their changelog readers:
-        # stop() awaits them, or they closed their connections after the loop was gone.
-        self._cancelled_restores: set[asyncio.Task[None]] = set()
+        self.tasks = TaskManager(lambda: self.app.tables.values(), app_id=app.id, bootstrap=lambda: self.bootstrap,
+                                 read_committed=self.settings.exactly_once, on_failure=self._fail_quietly)
         # Reads of committed offsets for lag: stop() ends them before closing the consumer;
         # one still retrying afterwards reconnected through the closed client and leaked.
         self._lookups: set[asyncio.Task[None]] = set()
@@ -234,7 +232,6 @@ class Runtime:
         self._pipelines: dict[str, list[CompiledSource]] = {}
         self._last_commit = time.monotonic()
         self._committed: dict[TP, int] = {}
-        self._standby_follower: ChangelogFollower | None = None
         # Per consumed topic: how its producers place keyed records (declared or detected).
         self._partitioning: dict[str, PartitionerDetector] = {}
         self._announced_idle: set[TP] = set()
@@ -243,8 +240,8 @@ class Runtime:
             Alignment(self.settings.max_task_idle_ms) if self.settings.max_task_idle_ms > 0 else None)
         self._assignor = StreamsAssignor(
             standby_replicas=self.settings.num_standby_replicas,
-            stateful_tasks=lambda: max((t.partitions for t in self._local_tables()), default=0),
-            local_tasks=self._local_tasks)
+            stateful_tasks=lambda: max((t.partitions for t in self.tasks.local_tables()), default=0),
+            local_tasks=self.tasks.local_tasks)
         self.global_tables_ready = asyncio.Event()
         self._background: set[asyncio.Future[Any]] = set()
         self._stopping = False
@@ -521,9 +518,9 @@ class Runtime:
             topic = agent.streams[0].reads_from if agent.streams else agent.topic
             if topic.partitions is None:
                 continue
-            for table in tables_used(agent.fn, self._local_tables()):
+            for table in tables_used(agent.fn, self.tasks.local_tables()):
                 wanted.setdefault(id(table), set()).add(topic.partitions)
-        for table in self._local_tables():
+        for table in self.tasks.local_tables():
             counts = wanted.get(id(table), set())
             if table.declared_partitions is None and len(counts) == 1:
                 table.resize(counts.pop())
@@ -531,7 +528,7 @@ class Runtime:
     def _check_changelogs(self, counts: dict[str, int]) -> None:
         """A table partition mirrors the changelog partition of the same number: a changelog
         that exists with another partition count than its table's cannot be used."""
-        for table in self._local_tables():
+        for table in self.tasks.local_tables():
             count = counts.get(table.changelog.name)
             if count is not None and count != table.partitions:
                 raise StartupError(
@@ -599,16 +596,11 @@ class Runtime:
             self.failure = exc
         self._spawn(self.stop())
 
-    def _local_tables(self) -> list[Table]:
-        return [t for t in self.app.tables.values() if not t.is_global]
-
-    def _local_tasks(self) -> set[int]:
-        """Tasks whose table partitions have a store on this machine."""
-        out: set[int] = set()
-        for table in self._local_tables():
-            with contextlib.suppress(OSError):
-                out |= table.local_partitions()
-        return out
+    def _fail_quietly(self, exc: BaseException) -> None:
+        """A failure already logged (a restore's): recorded, and the worker stops."""
+        if self.failure is None:
+            self.failure = exc
+        self._spawn(self.stop())
 
     def _cache_full(self) -> bool:
         """Whether the tables' write caches hold more than statestore.cache.max.bytes:
@@ -617,7 +609,7 @@ class Runtime:
         nor the committed input offsets account for."""
         limit = self.settings.cache_max_bytes_buffering
         total = 0
-        for table in self._local_tables():
+        for table in self.tasks.local_tables():
             total += table.cache_bytes()
             if total > limit:
                 return True
@@ -690,7 +682,7 @@ class Runtime:
         if pause:
             consumer.pause(*(TopicPartition(*tp) for tp in sorted(pause)))
             self.metrics.alignment_pauses += len(pause)
-        resume = {tp for tp in resume if tp[1] not in self._restores and tp in self.assigned}
+        resume = {tp for tp in resume if tp[1] not in self.tasks.restores and tp in self.assigned}
         if resume:
             consumer.resume(*(TopicPartition(*tp) for tp in sorted(resume)))
         self.metrics.paused_for_alignment = len(alignment.paused)
@@ -721,19 +713,6 @@ class Runtime:
                     compiled.ctx.topic = t
                     compiled.mark_idle(p)
                     await compiled.flush()
-
-    def standby_tasks(self) -> set[int]:
-        """The tasks whose table partitions this worker keeps warm for another worker."""
-        follower = self._standby_follower
-        return {p for _topic, p in follower.followed()} if follower is not None else set()
-
-    def standby_lag(self) -> dict[tuple[str, int], int]:
-        """Per standby table partition: changelog records not applied yet."""
-        follower = self._standby_follower
-        if follower is None:
-            return {}
-        tables = {t.changelog.name: t.name for t in self._local_tables()}
-        return {(tables[topic], p): n for (topic, p), n in follower.lag().items() if topic in tables}
 
     def clock(self) -> int:
         return time.time_ns() // 1_000_000
@@ -853,6 +832,9 @@ class Runtime:
                                    headers=record.headers, timestamp=event.timestamp)
             self.acks.ack(stream, tp, record.offset)
 
+    def owns(self, event: Event) -> bool:
+        return (event.topic, event.partition) in self.assigned
+
     def ack(self, stream: AgentStream, event: Event) -> None:
         self.acks.ack(stream.agent, (event.topic, event.partition), event.offset)
         self.metrics.processed(1)
@@ -968,12 +950,7 @@ class Runtime:
         if not revoked:
             return
         log.info("partitions revoked: %s", sorted(revoked))
-        for p, task in list(self._restores.items()):
-            if not any(tp[1] == p for tp in self.assigned - revoked):
-                task.cancel()
-                self._restores.pop(p, None)
-                self._cancelled_restores.add(task)
-                task.add_done_callback(self._cancelled_restores.discard)
+        self.tasks.cancel_restores(self.assigned - revoked)
         async with self._lock:
             try:
                 await self._commit_locked()
@@ -990,8 +967,7 @@ class Runtime:
                 self._committed.pop(tp, None)
             kept = {p for _t, p in self.assigned}
             gone = {p for _t, p in revoked} - kept
-            for table in self.app.tables.values():
-                table.revoke(gone)
+            self.tasks.revoke(gone)
             if self.collector is not None:
                 await self.collector.close_tasks(gone)
 
@@ -1007,35 +983,10 @@ class Runtime:
             # start): a restore begun now outlived stop(), failed on the closed store and
             # reported the clean stop as a failure, and its changelog reader was never closed.
             return
-        partitions = {p for _t, p in new}
-        tables = self._local_tables()
-        needs = {p for p in partitions if any(p < t.partitions for t in tables)}
-        exactly_once = self.collector is not None and self.collector.exactly_once
-        # Paused before the first await: records of a partition must not reach an agent
-        # before its tables are restored (and, under exactly-once, its producer is ready).
-        # Fetched meanwhile, they were processed against tables without that partition.
-        paused = [TopicPartition(t, p) for t, p in self.assigned if p in needs or (exactly_once and (t, p) in new)]
-        consumer.pause(*paused)
-        if exactly_once and self.collector is not None:
-            # Each new task's producer fences its previous owner and aborts that owner's
-            # open transaction before this worker reads the task's changelogs or committed
-            # offsets: both then stand as that owner last committed them.
-            try:
-                await self.collector.open_tasks({p for _t, p in self.assigned})
-            except Exception as exc:
-                log.error("cannot start the exactly-once producers of tasks %s: %s", sorted(partitions), exc)
-                self._fail(exc)
-                return
         lookup = asyncio.create_task(self._load_committed(new), name="streamkit-committed")
         self._lookups.add(lookup)
         lookup.add_done_callback(self._lookups.discard)
-        # Before the restores: a standby that became active must stop following first.
-        await self._update_standbys({p for _t, p in self.assigned})
-        if self._stopping:
-            return
-        consumer.resume(*(tp for tp in paused if tp.partition not in needs))
-        for p in needs:
-            self._restores[p] = asyncio.create_task(self._restore(p), name=f"restore-{p}")
+        await self.tasks.assign(new, self.assigned, self._assignor.standby, consumer, self.collector)
 
     async def _load_committed(self, tps: set[TP]) -> None:
         """The group's committed offsets of newly assigned partitions, for lag: without
@@ -1054,58 +1005,10 @@ class Runtime:
             if tp in self.assigned and tp not in self._committed:
                 self._committed[tp] = offset if offset is not None else 0
 
-    async def _update_standbys(self, active: set[int]) -> None:
-        """Follow the changelogs of this worker's standby tasks, and only those."""
-        standby = set(self._assignor.standby) - active
-        follower = self._standby_follower
-        if follower is None:
-            if not standby or self._stopping:
-                return
-            assert self.bootstrap is not None
-            follower = ChangelogFollower(self.bootstrap, client_id=f"{self.app.id}-standby",
-                                         read_committed=self.settings.exactly_once)
-            await follower.start()
-            self._standby_follower = follower
-        for table in self._local_tables():
-            table.set_standby(standby, active, follower)
-        if standby:
-            log.info("standby tasks: %s", sorted(standby))
-
-    async def _restore(self, partition: int) -> None:
-        """Bring every table's partition up to its changelog's end, then resume input."""
-        tables = [t for t in self.app.tables.values() if not t.is_global and partition < t.partitions]
-        try:
-            for table in tables:
-                await table.restore(partition)
-        except asyncio.CancelledError:
-            return
-        except Exception as exc:
-            if isinstance(exc, StateDefinitionError):
-                log.error("%s", exc)  # the message says what to do; a traceback would bury it
-            else:
-                log.exception("restoring partition %d failed; stopping the worker", partition)
-            # Recorded like any failure: without it the worker stopped as if asked to, and
-            # `streamkit worker` exited 0, indistinguishable from a clean stop.
-            if self.failure is None:
-                self.failure = exc
-            self._spawn(self.stop())
-            return
-        finally:
-            # Only our own entry: a restore cancelled by a revoke may end (its consumer.stop()
-            # takes a while) after the next assignment registered a new restore of the same
-            # partition; popping that one left it untracked, so the next revoke could not
-            # cancel it and it ran on against a closed store.
-            if self._restores.get(partition) is asyncio.current_task():
-                del self._restores[partition]
-        consumer = self._consumer
-        if consumer is not None and not self._stopping:
-            owned = [TopicPartition(t, p) for t, p in self.assigned if p == partition]
-            consumer.resume(*owned)
-
     def _assignment_work(self) -> list[asyncio.Task[None]]:
         """The tasks assignments started that may still run: restores (revoked ones too)
         and committed-offset lookups."""
-        return [*self._restores.values(), *self._cancelled_restores, *self._lookups]
+        return [*self.tasks.work(), *self._lookups]
 
     def _spawn(self, coro: Any) -> None:
         """Run ``coro`` in the background, keeping a reference so it is not collected."""
@@ -1142,7 +1045,7 @@ class Runtime:
         if self._stopping:
             await self.stopped.wait()
             return
-        self._stopping = True
+        self._stopping = self.tasks.stopping = True
         await cancel_and_wait(self._tasks)
         # Awaited, not only cancelled: a restore stops its changelog reader on the way out,
         # and left running it did so after the loop (or the test) had moved on.
@@ -1163,8 +1066,7 @@ class Runtime:
         # What an assignment started while the above ran (on_assigned starts nothing once
         # stopping, but one may have been past that check): ended before the stores close.
         await cancel_and_wait(self._assignment_work())
-        if self._standby_follower is not None:
-            await self._standby_follower.stop()
+        await self.tasks.stop()
         for table in self.app.tables.values():
             await table.close()
         self.progress.close()

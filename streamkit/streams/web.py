@@ -54,6 +54,14 @@ class _App(Protocol):
     def tables(self) -> dict[str, Table]: ...
 
 
+class Standbys(Protocol):
+    """What the web API shows of a worker's standby tasks."""
+
+    def standby_tasks(self) -> set[int]: ...
+
+    def standby_lag(self) -> dict[tuple[str, int], int]: ...
+
+
 class Runtime(Protocol):
     """What the web endpoints need of the worker: its app, state and metrics."""
 
@@ -71,9 +79,8 @@ class Runtime(Protocol):
 
     def lag(self) -> dict[tuple[str, int], int]: ...
 
-    def standby_tasks(self) -> set[int]: ...
-
-    def standby_lag(self) -> dict[tuple[str, int], int]: ...
+    @property
+    def tasks(self) -> Standbys: ...
 
     def stream_times(self) -> dict[tuple[str, int], tuple[int, int]]: ...
 
@@ -195,11 +202,11 @@ class WebServer:
         rt = self.runtime
         return _json(200, {"status": "ok", "app": rt.app.id,
                            "partitions": sorted(f"{t}-{p}" for t, p in rt.assigned),
-                           "standby_tasks": sorted(rt.standby_tasks())})
+                           "standby_tasks": sorted(rt.tasks.standby_tasks())})
 
     async def metrics(self) -> Response:
         rt = self.runtime
-        text = rt.metrics.render(rt.app.id, rt.lag, rt.standby_lag, rt.stream_times)
+        text = rt.metrics.render(rt.app.id, rt.lag, rt.tasks.standby_lag, rt.stream_times)
         return Response(text, 200, media_type="text/plain; version=0.0.4")
 
     def _queryable(self, name: str) -> Any:

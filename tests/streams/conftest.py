@@ -233,7 +233,7 @@ class Probe:
         def owned() -> bool:
             if runtime.failure is not None:
                 raise AssertionError(f"the worker failed: {runtime.failure!r}")
-            return runtime.assigned == expected and not runtime._restores
+            return runtime.assigned == expected and not runtime.tasks.restores
 
         await eventually(owned, f"{runtime.app.id} to own {sorted(expected)}", timeout)
         tps = [TopicPartition(t, p) for t, p in expected]

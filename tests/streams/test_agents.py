@@ -326,7 +326,7 @@ async def test_a_timer_writing_a_table_while_commits_run_loses_no_write(make_app
     @app.timer(0.002)
     async def tick() -> None:
         runtime = app.runtime
-        if runtime is None or not runtime.assigned or runtime._restores:
+        if runtime is None or not runtime.assigned or runtime.tasks.restores:
             return  # the table's partition is not this worker's yet
         n = len(writes)
         writes.append(n)

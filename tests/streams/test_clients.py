@@ -126,7 +126,7 @@ async def test_stop_waits_for_the_restores_it_cancels(make_app: Any, probe: Prob
         async with running(app) as runtime:
             await eventually(lambda: any(p.restored for p in runtime.metrics.restore.values()),
                              "a table restore to be under way", interval=0.001)
-            restores = [task for task in runtime._restores.values() if not task.done()]
+            restores = [task for task in runtime.tasks.restores.values() if not task.done()]
             assert restores
         assert all(task.done() for task in restores)
     await asyncio.sleep(0.5)  # a straggling close would end by now

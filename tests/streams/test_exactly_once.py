@@ -55,13 +55,24 @@ async def _outputs(s: Scenario) -> dict[str, list[int]]:
     return out
 
 
+def _runs(values: list[int]) -> list[tuple[int, int]]:
+    """``values`` as runs of consecutive numbers (first, last): where a sequence breaks."""
+    runs: list[tuple[int, int]] = []
+    for v in values:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], v)
+        else:
+            runs.append((v, v))
+    return runs
+
+
 async def _check_exact(s: Scenario) -> None:
     expected = _expected(s)
     state = await s.probe.latest(f"{s.app_id}-counts-changelog", read_committed=True)
     counts = {k.decode(): orjson.loads(v) for k, v in state.items()}
     assert counts == expected
     outputs = await _outputs(s)
-    wrong = {g: (vs[:3], len(vs), expected.get(g)) for g, vs in outputs.items()
+    wrong = {g: (_runs(vs), len(vs), expected.get(g)) for g, vs in outputs.items()
              if vs != list(range(1, expected.get(g, 0) + 1))}
     assert not wrong, f"output not exactly 1..n per group (duplicates or gaps): {wrong}"
     assert set(outputs) == set(expected)

@@ -4,9 +4,13 @@ cut of the processing. Pure asyncio, no broker."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
+from streamkit.streams.agent import Agent
+from streamkit.streams.app import App
+from streamkit.streams.event import Event
 from streamkit.streams.gate import AckTracker, ProcessingGate
 
 
@@ -179,3 +183,49 @@ def test_committable_never_exceeds_any_readers_progress(readers: int) -> None:
         low = min(progress.values())
         expected = {TP: low + 1} if low >= 0 else {}
         assert acks.committable() == expected
+
+
+# -- an agent at the gate across a revoke ------------------------------------------------
+
+
+class _Worker:
+    """What an AgentStream needs of the runtime: the gate, acks, and ownership."""
+
+    def __init__(self) -> None:
+        self.gate = ProcessingGate()
+        self.owned = {("t", 0), ("t", 1)}
+        self.acked: list[int] = []
+
+    def ack(self, stream: object, event: Event) -> None:
+        self.acked.append(event.offset)
+
+    def owns(self, event: Event) -> bool:
+        return (event.topic, event.partition) in self.owned
+
+
+async def test_an_event_taken_before_a_revoke_is_not_processed_after_it(tmp_path: Path) -> None:
+    """An agent that took an event and waits at the gate (closed by the rebalance's commit)
+    must not process it once the commit reopens the gate if its partition was revoked
+    meanwhile: the new owner processes it (here it met tables, and under exactly-once a
+    producer, that were gone)."""
+    worker = _Worker()
+    app = App("gate-test", data_dir=tmp_path)
+    agent = Agent(app, _noop, app.topic("t"), name="a")
+    (stream,) = agent.new_streams()
+    stream.runtime = worker
+    events = stream.events().__aiter__()
+    await worker.gate.close()  # the revoke's commit
+    nxt = asyncio.ensure_future(events.__anext__())
+    stream.inbox.offer(Event("k", "revoked", 0, [], "t", 1, 7))
+    await spin()
+    assert not nxt.done()  # taken from the inbox, parked at the gate
+    worker.owned.discard(("t", 1))  # the revoke
+    worker.gate.reopen()
+    stream.inbox.offer(Event("k", "kept", 0, [], "t", 0, 3))
+    got = await asyncio.wait_for(nxt, 1)
+    assert (got.value, got.partition) == ("kept", 0)
+    assert worker.gate._busy == 1  # "kept" is being processed; "revoked" left the gate
+
+
+async def _noop(stream: object) -> None:
+    return None

@@ -46,7 +46,7 @@ async def test_a_restore_logs_its_progress(make_app: Any, probe: Probe, caplog: 
 
     with caplog.at_level(logging.INFO):
         async with running(app) as runtime:
-            await eventually(lambda: table.owned_partitions() == [0] and not runtime._restores, "the restore")
+            await eventually(lambda: table.owned_partitions() == [0] and not runtime.tasks.restores, "the restore")
     lines = messages(caplog, "restoring t-0: ")
     assert lines, "no progress line"
     assert all("/45000 records" in line for line in lines)

@@ -209,7 +209,7 @@ async def _share(workers: list[Runtime], topic: str, partitions: int) -> None:
     def split() -> bool:
         owned = [{tp for tp in w.assigned if tp[0] == topic} for w in workers]
         return (all(owned) and set().union(*owned) == everything and sum(map(len, owned)) == partitions
-                and not any(w._restores for w in workers))
+                and not any(w.tasks.restores for w in workers))
 
     await eventually(split, f"{len(workers)} workers to share {topic}", timeout=30)
 
@@ -281,7 +281,7 @@ async def test_stopping_during_restores_leaks_no_consumer(make_app: Any) -> None
                     pass
 
             runtime = await app.start()
-            await eventually(lambda: runtime._restores, "restores to start", interval=0.001)  # noqa: B023
+            await eventually(lambda: runtime.tasks.restores, "restores to start", interval=0.001)  # noqa: B023
             await runtime.stop()
             assert runtime.failure is None
         for _ in range(3):
