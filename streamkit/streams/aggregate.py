@@ -33,6 +33,7 @@ from streamkit.streams.processing import (
 )
 from streamkit.streams.table import Table, TableNotOwned
 from streamkit.streams.topic import Topic
+from streamkit.streams.watermarks import WM_HEADER, unpack_stamp
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
@@ -186,9 +187,15 @@ class WindowAggregate:
         self.mode = mode
         self.emit = emit
         self.ctx = ctx
-        # With its own timestamp extractor, the operator's time is its own: the largest
-        # extracted timestamp per partition (the input's clock runs on other timestamps).
+        # With its own timestamp extractor, the operator's time is its own (the input's
+        # clock runs on other timestamps): per upstream partition of a repartitioned input
+        # (its records' stamps say which), the largest extracted timestamp it sent here, and
+        # the minimum over them. Nothing carries extracted time in watermark-only records,
+        # so an upstream partition that sends this partition no data holds it until it does,
+        # declares itself empty, or window.idle.close.ms lets it go.
         self._own_clock = f"{table.name}@timestamp" if self.extract is not None else None
+        if self._own_clock is not None:
+            ctx.upstream[self._own_clock] = ctx.upstream.get(table.route.name)
         self.times = OperatorTime(ctx, (self._own_clock or table.route.name,))
         ctx.loaders.append(self._load)
         self.key_codec = KeyCodec()
@@ -213,8 +220,7 @@ class WindowAggregate:
         # record's timestamp first): independent of how partitions interleave. Windows
         # close by the operator's stream time, the minimum over its inputs, in tick().
         if self._own_clock is not None:
-            ctx = self.ctx
-            now = ctx.clock(self._own_clock, ctx.partition).observe(0, ev.timestamp, ctx.wall)
+            now = self._observe_extracted(self._own_clock, ev)
         else:
             own = self.ctx.own
             now = ev.timestamp if ev.timestamp > own else own
@@ -232,6 +238,19 @@ class WindowAggregate:
             self._sliding(spec, view, kb, ev, now)
         elif isinstance(spec, SessionWindows):
             self._session(spec, view, kb, ev, now)
+
+    def _observe_extracted(self, name: str, ev: Event) -> int:
+        """Move the extracted-time clock by ``ev``; the watermark of its upstream partition."""
+        ctx = self.ctx
+        clock = ctx.clock(name, ctx.partition)
+        source = 0
+        if clock.upstream:
+            headers = ev.headers
+            if headers and headers[-1][0] == WM_HEADER:
+                source = unpack_stamp(headers[-1][1])[1]
+            else:
+                clock.upstream = None  # not written by a DSL task: its timestamps are all there is
+        return clock.observe(source, ev.timestamp, ctx.wall)
 
     def _late(self, ev: Event) -> None:
         send_late(self.ctx, self.key_codec, ev, self.table.name)
@@ -387,6 +406,14 @@ class WindowAggregate:
         ctx.partition = p
 
     def _close_to_now(self, partition: int, txn: Transaction) -> None:
+        if self._own_clock is not None:
+            # Upstream partitions that declared themselves empty hold extracted time back no more.
+            ctx = self.ctx
+            feeding = ctx.clocks.get((self.table.route.name, partition))
+            if feeding is not None and feeding.idle:
+                own = ctx.clock(self._own_clock, partition)
+                for source in feeding.idle:
+                    own.mark_idle(source)
         now = self.times.now(partition, txn)
         if now > self.times.closed.get(partition, MIN_TIMESTAMP):
             self.close(partition, txn, now)

@@ -275,7 +275,12 @@ class StreamNode:
         (``GET /tables/{name}/{key}``), also once closed; at least the grace period (plus
         the gap for sessions, ``size + 1`` for sliding windows), which is the default.
         ``timestamp``: ``fn(event) -> int`` ms, the event time of each record for this
-        aggregation, instead of the record timestamp (or the topic's extractor)."""
+        aggregation, instead of the record timestamp (or the topic's extractor). Its stream
+        time comes from those timestamps: after a repartition, the minimum over the upstream
+        partitions of the largest one each sent here. Watermark-only records cannot carry
+        it, so an upstream partition that sends this partition no data holds its windows
+        open (until ``window.idle.close.ms``); ``app.topic(..., timestamp=fn)`` has no such
+        limit, its extracted time is the records' timestamp everywhere."""
         if grace is not None:
             spec = spec.with_grace(grace)
         if timestamp is not None and not callable(timestamp):

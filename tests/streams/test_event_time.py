@@ -235,3 +235,68 @@ def test_merged_inputs_each_hold_stream_time_back() -> None:
     assert expected == {("/a", T0): 3, ("/b", T0): 2, ("/b", T0 + 1_000): 1}
     assert topology.results() == expected
     assert topology.worker.metrics.late_records == 0
+
+
+def extracted_app() -> App:
+    """Counts per page in windows by the value's ``at`` (``.window(..., timestamp=fn)``)
+    after a ``group_by``; the record timestamps say nothing about it."""
+    app = App("clicks", config={"num.partitions": PARTITIONS, "late.records.topic.name": LATE_TOPIC})
+    clicks = app.topic("clicks", value_type=dict, partitions=SOURCE_PARTITIONS)
+    (app.stream(clicks).group_by(lambda v: v["page"], name="by-page")
+        .window(streamkit.tumbling(ms=SIZE), grace=timedelta(milliseconds=GRACE), timestamp=lambda e: e.value["at"])
+        .count(name="per-window").final().to("counts"))
+    return app
+
+
+def produce_with_times(worker: Worker, clicks: Clicks, record_time: int) -> None:
+    """``clicks`` with their times in the value; every record timestamp ``record_time``."""
+    for p, records in clicks.items():
+        log = worker.produced[("clicks", p)]
+        for page, ts in records:
+            log.append(Record("clicks", p, len(log), record_time, f"user{len(log) % 5}".encode(),
+                              orjson.dumps({"page": page, "at": ts}), ()))
+
+
+def test_a_window_timestamp_extractor_keeps_a_watermark_per_upstream_partition() -> None:
+    """A window with its own timestamps, after a repartition: its stream time is the minimum
+    over the upstream partitions of the largest extracted timestamp each has sent, not the
+    largest seen. A backlog drained one source partition after the other (the first an hour
+    ahead at its end) drops nothing and gives the batch reference; the record timestamps
+    (all equal, far in the future) close nothing."""
+    clicks: Clicks = {
+        p: [(page, T0 + 100 * i + 10 * p) for i, page in enumerate(["/a", "/b", "/a", "/b"] * 3)]
+        + [("/a", T0 + 3_600_000), ("/b", T0 + 3_600_000)]
+        for p in range(SOURCE_PARTITIONS)
+    }
+    topology = Topology(extracted_app())
+    produce_with_times(topology.worker, clicks, record_time=T0 + 86_400_000)
+
+    async def go() -> None:
+        for p in range(SOURCE_PARTITIONS):
+            await topology.step(("clicks", p), 100)
+        await topology.run(random.Random(1), 1)
+
+    asyncio.run(go())
+    expected, late = batch_reference(clicks)
+    assert late == [] and len(expected) == 4
+    assert topology.results() == expected
+    assert topology.worker.metrics.late_records == 0
+
+
+def test_a_window_timestamp_extractor_drops_only_what_is_late_in_its_own_partition() -> None:
+    """Lateness by extracted time is judged against the largest extracted timestamp that the
+    record's own upstream partition sent to the operator's partition (there is no other
+    carrier of extracted time): here the same page's record before it."""
+    clicks: Clicks = {
+        0: [("/a", T0), ("/b", T0 + 60), ("/a", T0 + 5_000), ("/a", T0 + 100), ("/b", T0 + 4_900), ("/a", T0 + 3_600_000),
+            ("/b", T0 + 3_600_000)],
+        1: [("/a", T0 + 50), ("/b", T0 + 60), ("/a", T0 + 3_600_000), ("/b", T0 + 3_600_000)],
+        2: [("/b", T0 + 70), ("/a", T0 + 80), ("/a", T0 + 3_600_000), ("/b", T0 + 3_600_000)],
+    }
+    topology = Topology(extracted_app())
+    produce_with_times(topology.worker, clicks, record_time=0)
+    asyncio.run(topology.run(random.Random(2), 2))
+    expected, late = batch_reference(clicks)
+    assert late == [("/a", T0 + 100)]
+    assert topology.results() == expected
+    assert topology.late() == late
