@@ -97,7 +97,7 @@ class Topology:
         for table in app.tables.values():
             for p in range(table.partitions):
                 table._txns.setdefault(p, StorePartition(MemoryBackend()).begin())
-        self.sources: dict[str, CompiledSource] = {c.topic.name: c for c in compile_pipelines(app, self.worker)}  # type: ignore[arg-type]
+        self.sources: dict[str, CompiledSource] = {c.topic.name: c for c in compile_pipelines(app, self.worker)}
         self.read: dict[tuple[str, int], int] = defaultdict(int)
 
     def pending(self) -> list[tuple[str, int]]:
