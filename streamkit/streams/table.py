@@ -302,9 +302,6 @@ class Table:
             follower.follow(self.changelog.name, p, part)
             self._standby.add(p)
 
-    def standby_partitions(self) -> list[int]:
-        return sorted(self._standby)
-
     def local_partitions(self) -> set[int]:
         """Partitions with a store on this machine (for a sticky assignment)."""
         if self._store is None or self.store_kind == "memory":
