@@ -168,9 +168,10 @@ class Probe:
         tps = list(tps)
         return dict(await self.consumer.end_offsets(tps)) if tps else {}
 
-    async def read(self, topic: str, timeout: float = 20) -> list[ConsumerRecord]:
+    async def read(self, topic: str, timeout: float = 20, *,
+                   isolation_level: str = "read_uncommitted") -> list[ConsumerRecord]:
         """Every record of ``topic`` up to its end offsets as of this call, ordered by
-        partition then offset."""
+        partition then offset (``read_committed``: of committed transactions only)."""
         tps = await self.partitions(topic)
         ends = await self.end_offsets(tps)
         wanted = {tp: end for tp, end in ends.items() if end > 0}
@@ -178,7 +179,7 @@ class Probe:
         if not wanted:
             return []
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
-                                    enable_auto_commit=False)
+                                    enable_auto_commit=False, isolation_level=isolation_level)
         await consumer.start()
         try:
             consumer.assign(list(wanted))
