@@ -22,6 +22,7 @@ from streamkit.state.windowed import Window as StoredWindow
 from streamkit.state.windowed import WindowedTransaction
 from streamkit.streams.codecs import Codec
 from streamkit.streams.event import Event, TimestampExtractor, extract_timestamp
+from streamkit.streams.fixed_windows import FixedWindows
 from streamkit.streams.processing import (
     Context,
     Emit,
@@ -49,7 +50,6 @@ from streamkit.streams.windows import (
     min_retention_ms,
     plan_sliding,
     sliding_scan_range,
-    window_starts,
 )
 
 if TYPE_CHECKING:
@@ -148,17 +148,6 @@ class WindowState(Table):
         return {"start": w.start_ms, "end": w.end_ms, "value": jsonable(self.decode(w.value))}
 
 
-@dataclass(slots=True)
-class _OpenWindow:
-    """A window's aggregate while a batch updates it (see ``WindowAggregate._fixed``)."""
-
-    key: bytes
-    start: int
-    end: int
-    agg: Any
-    new: bool
-
-
 @dataclass(frozen=True, slots=True)
 class Aggregation:
     """What ``.window(...).count()`` (and the others) declared."""
@@ -200,11 +189,13 @@ class WindowAggregate:
         ctx.loaders.append(self._load)
         self.key_codec = KeyCodec()
         spec = self.spec
-        self.fixed = spec if isinstance(spec, TumblingWindows | HoppingWindows) else None
+        self.fixed = (FixedWindows(spec.size_ms, spec.advance_ms, spec.grace_ms, agg.init, agg.add, agg.codec)
+                      if isinstance(spec, TumblingWindows | HoppingWindows) else None)
         self.current = mode == "current"
+        self._updated = self._current_result if self.current else None
+        self._event: Event | None = None  # the record being folded (for ``.current()`` results)
         self.close_offset = close_offset_ms(spec)
         self.retention = agg.retention_ms
-        self._open: dict[bytes, _OpenWindow] = {}
 
     def _load(self, partition: int) -> None:
         txn = self.table._txns.get(partition)
@@ -233,7 +224,11 @@ class WindowAggregate:
         kb = self.key_codec.dumps(ev.key)
         spec = self.spec
         if self.fixed is not None:
-            self._fixed(self.fixed, view, kb, ev, now)
+            # The per-record path of the most common aggregation: aggregates stay decoded
+            # until tick() writes them back (``fixed_windows``).
+            self._event = ev
+            if not self.fixed.update(view, kb, ev.timestamp, ev.value, now, self._updated):
+                self._late(ev)
         elif isinstance(spec, SlidingWindows):
             self._sliding(spec, view, kb, ev, now)
         elif isinstance(spec, SessionWindows):
@@ -268,42 +263,10 @@ class WindowAggregate:
         finally:
             ctx.own = own
 
-    def _fixed(self, spec: TumblingWindows | HoppingWindows, view: WindowedTransaction, kb: bytes, ev: Event,
-               now: int) -> None:
-        # The per-record path of the most common aggregation. Window bounds are plain ints
-        # (windows_for's Window objects and checks cost more than the aggregation), and the
-        # aggregates of the batch stay decoded in ``_open`` until tick() writes them back:
-        # a key seen again in the batch costs a dict lookup, not a store read, a decode, an
-        # encode and a store write.
-        ts, size, grace, add, open_ = ev.timestamp, spec.size_ms, spec.grace_ms, self.add, self._open
-        late = True
-        for start in window_starts(size, spec.advance_ms, ts):
-            end = start + size
-            if end + grace <= now:  # is_late, inlined
-                continue
-            late = False
-            slot = view.slot(kb, start, end)
-            entry = open_.get(slot)
-            if entry is None:
-                raw = view.read_slot(slot)
-                agg = add(self.init() if raw is None else self.codec.loads(raw), ev.value)
-                open_[slot] = _OpenWindow(kb, start, end, agg, raw is None)
-            else:
-                entry.agg = agg = add(entry.agg, ev.value)
-            if self.current:
-                self._result(ev.key, Window(start, end), agg, ts)
-        if late:
-            self._late(ev)
-
-    def _write_open(self, txn: Transaction) -> None:
-        """Write the aggregates ``_fixed`` kept decoded during the batch to the store."""
-        if not self._open:
-            return
-        view = WindowedTransaction(txn)
-        dumps = self.codec.dumps
-        for slot, w in self._open.items():
-            view.store_window(slot, w.key, w.start, w.end, dumps(w.agg), new=w.new)
-        self._open.clear()
+    def _current_result(self, start: int, end: int, agg: Any) -> None:
+        ev = self._event
+        assert ev is not None
+        self._result(ev.key, Window(start, end), agg, ev.timestamp)
 
     def _sliding(self, spec: SlidingWindows, view: WindowedTransaction, kb: bytes, ev: Event, now: int) -> None:
         lo, hi = sliding_scan_range(spec, ev.timestamp)
@@ -391,10 +354,11 @@ class WindowAggregate:
         p = ctx.partition
         txn = self.table._txns.get(p)
         if txn is not None:
-            self._write_open(txn)
+            if self.fixed is not None:
+                self.fixed.write(WindowedTransaction(txn))
             self._close_to_now(p, txn)
-        else:
-            self._open.clear()  # the partition was revoked under the batch: nothing to keep
+        elif self.fixed is not None:
+            self.fixed.discard()  # the partition was revoked under the batch: nothing to keep
         if not ctx.idle_ms:
             return
         # Every owned partition, not only those that saw a record since the worker started:

@@ -256,6 +256,10 @@ class StreamNode:
         return node
 
     def merge(self, *others: StreamNode) -> StreamNode:
+        """One stream of the records of all of them. Through a ``group_by`` each input's
+        partitions keep their own watermarks: stream time downstream is the minimum over
+        every partition of every merged topic (each topic's partition count must be known:
+        declared, or read from the broker at start)."""
         path = "-merge-".join(n.path for n in (self, *others))
         return StreamNode(self.app, "merge", (self, *others), path=path)
 
