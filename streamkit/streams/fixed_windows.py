@@ -6,9 +6,9 @@ A record at ``ts`` is folded into every window that contains it and is still ope
 ``now``: ``end + close_after > now`` (the DSL closes a window at ``end + grace``; an agent's
 table lets it go at ``end + expires``). A record whose windows are all past that is late.
 
-Aggregates stay decoded in ``pending`` until ``write`` puts them in the store: a key seen
-again before then costs a dict lookup, not a store read, a decode, an encode and a write.
-The DSL writes once per batch; a table after each update, so its reads see every write.
+The DSL keeps aggregates decoded in ``pending`` until ``write`` puts them in the store (once
+per batch): a key seen again before then costs a dict lookup, not a store read, a decode, an
+encode and a write. A table writes through (``write_through``), so its reads see every write.
 """
 
 from __future__ import annotations
@@ -48,10 +48,11 @@ class FixedWindows:
     """Tumbling/hopping windows of ``size_ms`` advancing by ``advance_ms``, aggregated
     with ``add(aggregate, value)`` from ``init()``, stored with ``codec``."""
 
-    __slots__ = ("add", "advance", "close_after", "codec", "init", "pending", "size")
+    __slots__ = ("add", "advance", "close_after", "codec", "init", "pending", "size", "write_through")
 
     def __init__(self, size_ms: int, advance_ms: int, close_after_ms: int, init: Callable[[], Any],
-                 add: Callable[[Any, Any], Any], codec: ValueCodec) -> None:
+                 add: Callable[[Any, Any], Any], codec: ValueCodec, *, write_through: bool = False) -> None:
+        self.write_through = write_through
         self.size = size_ms
         self.advance = advance_ms
         self.close_after = close_after_ms
@@ -76,7 +77,10 @@ class FixedWindows:
             if entry is None:
                 raw = view.read_slot(slot)
                 agg = add(self.init() if raw is None else self.codec.loads(raw), value)
-                pending[slot] = _Pending(key, start, end, agg, raw is None)
+                if self.write_through:
+                    view.store_window(slot, key, start, end, self.codec.dumps(agg), new=raw is None)
+                else:
+                    pending[slot] = _Pending(key, start, end, agg, raw is None)
             else:
                 entry.agg = agg = add(entry.agg, value)
             if updated is not None:

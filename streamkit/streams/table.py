@@ -680,7 +680,7 @@ class WindowedTable:
         self.spec = table.window
         # ``add(old, fn)`` is ``fn(old)``: each update brings its own function.
         self._windows = FixedWindows(self.spec.size_ms, self.spec.advance_ms, table.expires_ms or 0, self._initial,
-                                     lambda old, fn: fn(old), table.value_codec)
+                                     lambda old, fn: fn(old), table.value_codec, write_through=True)
 
     @property
     def name(self) -> str:
@@ -720,10 +720,8 @@ class WindowedTable:
         windows = self._windows
         windows.close_after = table.expires_ms or 0
         windows.codec = table.value_codec
-        # The DSL's update of fixed windows, written back at once (reads see every write).
-        on_time = windows.update(view, kb, ts, fn, now)
-        windows.write(view)
-        if not on_time:
+        # The DSL's update of fixed windows, writing through (reads see every write).
+        if not windows.update(view, kb, ts, fn, now):
             self._late(kb, now)
 
     def _initial(self) -> Any:
