@@ -440,7 +440,10 @@ class _Graph:
 
     def partition_count(self, topic: str) -> int | None:
         declared = self.topics[topic].partitions if topic in self.topics else None
-        return declared or self.runtime.topic_partitions(topic)
+        count = declared or self.runtime.topic_partitions(topic)
+        if count is None and topic in self.repartitions:
+            return self.runtime.settings.num_partitions  # what the runtime creates it with
+        return count
 
     def upstream_bases(self, node: StreamNode) -> dict[str, int]:
         """Each topic feeding ``node`` -> the first upstream number of its partitions (a
