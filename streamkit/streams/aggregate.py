@@ -22,6 +22,7 @@ from streamkit.state.windowed import Window as StoredWindow
 from streamkit.state.windowed import WindowedTransaction
 from streamkit.streams.codecs import Codec
 from streamkit.streams.event import Event, TimestampExtractor, extract_timestamp
+from streamkit.streams.fixed_windows import FixedWindows
 from streamkit.streams.processing import (
     Context,
     Emit,
@@ -33,6 +34,7 @@ from streamkit.streams.processing import (
 )
 from streamkit.streams.table import Table, TableNotOwned
 from streamkit.streams.topic import Topic
+from streamkit.streams.watermarks import WM_HEADER, unpack_stamp
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
@@ -48,7 +50,6 @@ from streamkit.streams.windows import (
     min_retention_ms,
     plan_sliding,
     sliding_scan_range,
-    window_starts,
 )
 
 if TYPE_CHECKING:
@@ -147,17 +148,6 @@ class WindowState(Table):
         return {"start": w.start_ms, "end": w.end_ms, "value": jsonable(self.decode(w.value))}
 
 
-@dataclass(slots=True)
-class _OpenWindow:
-    """A window's aggregate while a batch updates it (see ``WindowAggregate._fixed``)."""
-
-    key: bytes
-    start: int
-    end: int
-    agg: Any
-    new: bool
-
-
 @dataclass(frozen=True, slots=True)
 class Aggregation:
     """What ``.window(...).count()`` (and the others) declared."""
@@ -186,18 +176,26 @@ class WindowAggregate:
         self.mode = mode
         self.emit = emit
         self.ctx = ctx
-        # With its own timestamp extractor, the operator's time is its own: the largest
-        # extracted timestamp per partition (the input's clock runs on other timestamps).
+        # With its own timestamp extractor, the operator's time is its own (the input's
+        # clock runs on other timestamps): per upstream partition of a repartitioned input
+        # (its records' stamps say which), the largest extracted timestamp it sent here, and
+        # the minimum over them. Nothing carries extracted time in watermark-only records,
+        # so an upstream partition that sends this partition no data holds it until it does,
+        # declares itself empty, or window.idle.close.ms lets it go.
         self._own_clock = f"{table.name}@timestamp" if self.extract is not None else None
+        if self._own_clock is not None:
+            ctx.upstream[self._own_clock] = ctx.upstream.get(table.route.name)
         self.times = OperatorTime(ctx, (self._own_clock or table.route.name,))
         ctx.loaders.append(self._load)
         self.key_codec = KeyCodec()
         spec = self.spec
-        self.fixed = spec if isinstance(spec, TumblingWindows | HoppingWindows) else None
+        self.fixed = (FixedWindows(spec.size_ms, spec.advance_ms, spec.grace_ms, agg.init, agg.add, agg.codec)
+                      if isinstance(spec, TumblingWindows | HoppingWindows) else None)
         self.current = mode == "current"
+        self._updated = self._current_result if self.current else None
+        self._event: Event | None = None  # the record being folded (for ``.current()`` results)
         self.close_offset = close_offset_ms(spec)
         self.retention = agg.retention_ms
-        self._open: dict[bytes, _OpenWindow] = {}
 
     def _load(self, partition: int) -> None:
         txn = self.table._txns.get(partition)
@@ -213,8 +211,7 @@ class WindowAggregate:
         # record's timestamp first): independent of how partitions interleave. Windows
         # close by the operator's stream time, the minimum over its inputs, in tick().
         if self._own_clock is not None:
-            ctx = self.ctx
-            now = ctx.clock(self._own_clock, ctx.partition).observe(0, ev.timestamp, ctx.wall)
+            now = self._observe_extracted(self._own_clock, ev)
         else:
             own = self.ctx.own
             now = ev.timestamp if ev.timestamp > own else own
@@ -227,11 +224,28 @@ class WindowAggregate:
         kb = self.key_codec.dumps(ev.key)
         spec = self.spec
         if self.fixed is not None:
-            self._fixed(self.fixed, view, kb, ev, now)
+            # The per-record path of the most common aggregation: aggregates stay decoded
+            # until tick() writes them back (``fixed_windows``).
+            self._event = ev
+            if not self.fixed.update(view, kb, ev.timestamp, ev.value, now, self._updated):
+                self._late(ev)
         elif isinstance(spec, SlidingWindows):
             self._sliding(spec, view, kb, ev, now)
         elif isinstance(spec, SessionWindows):
             self._session(spec, view, kb, ev, now)
+
+    def _observe_extracted(self, name: str, ev: Event) -> int:
+        """Move the extracted-time clock by ``ev``; the watermark of its upstream partition."""
+        ctx = self.ctx
+        clock = ctx.clock(name, ctx.partition)
+        source = 0
+        if clock.upstream:
+            headers = ev.headers
+            if headers and headers[-1][0] == WM_HEADER:
+                source = unpack_stamp(headers[-1][1])[1]
+            else:
+                clock.upstream = None  # not written by a DSL task: its timestamps are all there is
+        return clock.observe(source, ev.timestamp, ctx.wall)
 
     def _late(self, ev: Event) -> None:
         send_late(self.ctx, self.key_codec, ev, self.table.name)
@@ -249,42 +263,10 @@ class WindowAggregate:
         finally:
             ctx.own = own
 
-    def _fixed(self, spec: TumblingWindows | HoppingWindows, view: WindowedTransaction, kb: bytes, ev: Event,
-               now: int) -> None:
-        # The per-record path of the most common aggregation. Window bounds are plain ints
-        # (windows_for's Window objects and checks cost more than the aggregation), and the
-        # aggregates of the batch stay decoded in ``_open`` until tick() writes them back:
-        # a key seen again in the batch costs a dict lookup, not a store read, a decode, an
-        # encode and a store write.
-        ts, size, grace, add, open_ = ev.timestamp, spec.size_ms, spec.grace_ms, self.add, self._open
-        late = True
-        for start in window_starts(size, spec.advance_ms, ts):
-            end = start + size
-            if end + grace <= now:  # is_late, inlined
-                continue
-            late = False
-            slot = view.slot(kb, start, end)
-            entry = open_.get(slot)
-            if entry is None:
-                raw = view.read_slot(slot)
-                agg = add(self.init() if raw is None else self.codec.loads(raw), ev.value)
-                open_[slot] = _OpenWindow(kb, start, end, agg, raw is None)
-            else:
-                entry.agg = agg = add(entry.agg, ev.value)
-            if self.current:
-                self._result(ev.key, Window(start, end), agg, ts)
-        if late:
-            self._late(ev)
-
-    def _write_open(self, txn: Transaction) -> None:
-        """Write the aggregates ``_fixed`` kept decoded during the batch to the store."""
-        if not self._open:
-            return
-        view = WindowedTransaction(txn)
-        dumps = self.codec.dumps
-        for slot, w in self._open.items():
-            view.store_window(slot, w.key, w.start, w.end, dumps(w.agg), new=w.new)
-        self._open.clear()
+    def _current_result(self, start: int, end: int, agg: Any) -> None:
+        ev = self._event
+        assert ev is not None
+        self._result(ev.key, Window(start, end), agg, ev.timestamp)
 
     def _sliding(self, spec: SlidingWindows, view: WindowedTransaction, kb: bytes, ev: Event, now: int) -> None:
         lo, hi = sliding_scan_range(spec, ev.timestamp)
@@ -372,10 +354,11 @@ class WindowAggregate:
         p = ctx.partition
         txn = self.table._txns.get(p)
         if txn is not None:
-            self._write_open(txn)
+            if self.fixed is not None:
+                self.fixed.write(WindowedTransaction(txn))
             self._close_to_now(p, txn)
-        else:
-            self._open.clear()  # the partition was revoked under the batch: nothing to keep
+        elif self.fixed is not None:
+            self.fixed.discard()  # the partition was revoked under the batch: nothing to keep
         if not ctx.idle_ms:
             return
         # Every owned partition, not only those that saw a record since the worker started:
@@ -387,6 +370,14 @@ class WindowAggregate:
         ctx.partition = p
 
     def _close_to_now(self, partition: int, txn: Transaction) -> None:
+        if self._own_clock is not None:
+            # Upstream partitions that declared themselves empty hold extracted time back no more.
+            ctx = self.ctx
+            feeding = ctx.clocks.get((self.table.route.name, partition))
+            if feeding is not None and feeding.idle:
+                own = ctx.clock(self._own_clock, partition)
+                for source in feeding.idle:
+                    own.mark_idle(source)
         now = self.times.now(partition, txn)
         if now > self.times.closed.get(partition, MIN_TIMESTAMP):
             self.close(partition, txn, now)

@@ -256,6 +256,10 @@ class StreamNode:
         return node
 
     def merge(self, *others: StreamNode) -> StreamNode:
+        """One stream of the records of all of them. Through a ``group_by`` each input's
+        partitions keep their own watermarks: stream time downstream is the minimum over
+        every partition of every merged topic (each topic's partition count must be known:
+        declared, or read from the broker at start)."""
         path = "-merge-".join(n.path for n in (self, *others))
         return StreamNode(self.app, "merge", (self, *others), path=path)
 
@@ -275,7 +279,12 @@ class StreamNode:
         (``GET /tables/{name}/{key}``), also once closed; at least the grace period (plus
         the gap for sessions, ``size + 1`` for sliding windows), which is the default.
         ``timestamp``: ``fn(event) -> int`` ms, the event time of each record for this
-        aggregation, instead of the record timestamp (or the topic's extractor)."""
+        aggregation, instead of the record timestamp (or the topic's extractor). Its stream
+        time comes from those timestamps: after a repartition, the minimum over the upstream
+        partitions of the largest one each sent here. Watermark-only records cannot carry
+        it, so an upstream partition that sends this partition no data holds its windows
+        open (until ``window.idle.close.ms``); ``app.topic(..., timestamp=fn)`` has no such
+        limit, its extracted time is the records' timestamp everywhere."""
         if grace is not None:
             spec = spec.with_grace(grace)
         if timestamp is not None and not callable(timestamp):

@@ -287,18 +287,26 @@ class CompiledSource:
 class _Regroup:
     """``group_by``: re-key, stamp with the watermark (``streamkit.streams.watermarks``) and
     send to the repartition topic's partition of the new key; after each batch, a
-    watermark-only record to every partition that has not heard of the latest watermark."""
+    watermark-only record to every partition that has not heard of the latest watermark.
 
-    def __init__(self, node: StreamNode, ctx: Context, holdback: int, external: bool) -> None:
+    The records may come from several topics (``merge``, a join's two sides): each feeding
+    topic's partitions get their own upstream numbers (``bases[topic] + partition``), so
+    downstream stream time is the minimum over every partition of every one of them."""
+
+    def __init__(self, node: StreamNode, ctx: Context, holdback: int, bases: dict[str, int],
+                 external: set[str]) -> None:
         self.topic: Topic = node.params["topic"]
         self.key_fn = node.params["fn"]
         self.ctx = ctx
         self.holdback = holdback
+        self.bases = bases
+        self._single = len(bases) == 1
         # Fed straight from an external topic: the partition's watermark is the largest
         # timestamp so far, which is the record's own watermark (no clock to ask).
-        self._own_is_watermark = external and holdback == 0
+        self._own_topics = frozenset(external) if holdback == 0 else frozenset()
+        self._own_is_watermark = self._own_topics == frozenset(bases)
         self.partitions = self.topic.partitions or ctx.runtime.settings.num_partitions
-        self._sent: dict[tuple[int, int], int] = {}  # (from partition, to partition) -> watermark
+        self._sent: dict[tuple[int, int], int] = {}  # (upstream number, to partition) -> watermark
 
     def watermark(self) -> int:
         ctx = self.ctx
@@ -312,17 +320,22 @@ class _Regroup:
         vbytes = None if ev.value is None else topic.value_codec.dumps(ev.value)
         p = ctx.partition
         q = p % self.partitions if kbytes is None else partition_for_key(kbytes, self.partitions)
+        u = p if self._single else p + self.bases[ctx.topic]
         own = ctx.own
-        wm = own if self._own_is_watermark else self.watermark()
-        self._sent[(p, q)] = wm
-        ctx.outbox.append(Out(topic, kbytes, vbytes, ev.timestamp, [(WM_HEADER, encode_stamp(DATA, p, wm, own))], q, p))
+        wm = own if self._own_is_watermark or ctx.topic in self._own_topics else self.watermark()
+        self._sent[(u, q)] = wm
+        ctx.outbox.append(Out(topic, kbytes, vbytes, ev.timestamp, [(WM_HEADER, encode_stamp(DATA, u, wm, own))], q, p))
 
-    def stamp(self, partition: int, idle: bool) -> None:
+    def stamper(self, feeding: str) -> Callable[[int, bool], None]:
+        """What stamps watermarks for the partitions of ``feeding``, one of its inputs."""
+        return lambda partition, idle: self.stamp(feeding, partition, idle)
+
+    def stamp(self, feeding: str, partition: int, idle: bool) -> None:
         ctx = self.ctx
         if idle:
             kind, wm = IDLE, MIN_TIMESTAMP
         else:
-            clock = ctx.clocks.get((ctx.topic, partition))
+            clock = ctx.clocks.get((feeding, partition))
             if clock is None:
                 return
             ctx.current, ctx.wall = clock, ctx.runtime.clock()
@@ -330,10 +343,11 @@ class _Regroup:
             if wm == MIN_TIMESTAMP:
                 return
         sent, topic = self._sent, self.topic
-        header = [(WM_HEADER, encode_stamp(kind, partition, wm))]
+        u = partition + self.bases[feeding]
+        header = [(WM_HEADER, encode_stamp(kind, u, wm))]
         for q in range(self.partitions):
-            if sent.get((partition, q)) != wm or idle:
-                sent[(partition, q)] = wm
+            if sent.get((u, q)) != wm or idle:
+                sent[(u, q)] = wm
                 # No key, an empty value: a record needs one of the two on the wire.
                 ctx.outbox.append(Out(topic, None, b"", ctx.wall, header, q, partition))
 
@@ -376,20 +390,31 @@ class _TableAggregate:
 def _holdback_ms(node: StreamNode) -> int:
     """How far behind its input's stream time the output of ``node``'s chain can be: the
     stateful operators before it emit records with timestamps that far back (window
-    results at ``end - 1`` once ``end + grace`` passed; join results)."""
-    total = 0
-    while node.kind not in ("source", "group_by"):
-        if node.kind == "window_aggregate":
-            spec = node.params["agg"].spec
-            total += close_offset_ms(spec) + getattr(spec, "size_ms", 0) + 1
-        elif node.kind == "join_stream":
-            windows: JoinWindows = node.params["windows"]
-            total += 2 * windows.within_ms + windows.grace_ms
-        parent = node.parents[0]
-        if isinstance(parent, TableNode):
-            parent = parent.update_stream
-        node = parent
-    return total
+    results at ``end - 1`` once ``end + grace`` passed; join results). Over several inputs
+    (``merge``, joins), the longest path."""
+    own = 0
+    if node.kind in ("source", "group_by"):
+        return 0
+    if node.kind == "window_aggregate":
+        spec = node.params["agg"].spec
+        own = close_offset_ms(spec) + getattr(spec, "size_ms", 0) + 1
+    elif node.kind == "join_stream":
+        windows: JoinWindows = node.params["windows"]
+        own = 2 * windows.within_ms + windows.grace_ms
+    parents = [p.update_stream if isinstance(p, TableNode) else p for p in node.parents]
+    return own + max(_holdback_ms(p) for p in parents)
+
+
+def _feeding_topics(node: StreamNode) -> list[str]:
+    """The topics whose partitions ``node``'s records come from, over every input (a
+    ``merge``, a join's two sides), in a fixed order, each once."""
+    if node.kind in ("source", "group_by"):
+        return [node.params["topic"].name]
+    found: list[str] = []
+    for parent in node.parents:
+        upstream = parent.update_stream if isinstance(parent, TableNode) else parent
+        found.extend(t for t in _feeding_topics(upstream) if t not in found)
+    return found
 
 
 Processor = Callable[[Event], None]
@@ -410,6 +435,31 @@ class _Graph:
         self.joins: dict[int, _StreamJoin] = {}
         self.tickers: list[Callable[[int], None]] = []
         self.repartitions = {n.params["topic"].name: n for n in self.nodes.values() if n.kind == "group_by"}
+        self.topics: dict[str, Topic] = {n.params["topic"].name: n.params["topic"] for n in self.nodes.values()
+                                         if n.kind in ("source", "group_by")}
+
+    def partition_count(self, topic: str) -> int | None:
+        declared = self.topics[topic].partitions if topic in self.topics else None
+        count = declared or self.runtime.topic_partitions(topic)
+        if count is None and topic in self.repartitions:
+            return self.runtime.settings.num_partitions  # what the runtime creates it with
+        return count
+
+    def upstream_bases(self, node: StreamNode) -> dict[str, int]:
+        """Each topic feeding ``node`` -> the first upstream number of its partitions (a
+        repartition topic fed by several topics numbers their partitions one after the other)."""
+        bases: dict[str, int] = {}
+        total = 0
+        feeding = _feeding_topics(node)
+        for topic in feeding:
+            bases[topic] = total
+            if len(feeding) > 1:
+                count = self.partition_count(topic)
+                if count is None:
+                    raise ValueError(f"cannot tell how many partitions {topic!r} has: declare "
+                                     f"app.topic({topic!r}, partitions=N) to merge it before a group_by")
+                total += count
+        return bases
 
     def _visit(self, node: StreamNode) -> None:
         if node.id in self.nodes:
@@ -451,8 +501,15 @@ class _Graph:
         # A repartition topic's partitions are fed by every partition of the topic before it:
         # its stream time is the minimum over that many watermarks.
         for name, node in self.repartitions.items():
-            upstream, count = _partitions_of(node.parents[0])
-            ctx.upstream[name] = count or self.runtime.topic_partitions(upstream)
+            parent = node.parents[0]
+            assert isinstance(parent, StreamNode)
+            feeding = _feeding_topics(parent)
+            if len(feeding) == 1:
+                ctx.upstream[name] = self.partition_count(feeding[0])
+            else:
+                last = feeding[-1]
+                count = self.partition_count(last)
+                ctx.upstream[name] = None if count is None else self.upstream_bases(parent)[last] + count
         # One chain per topic, however many ``app.stream(topic)`` nodes read it: a record
         # moves the partition's clock once, before any processor sees it.
         readers: dict[str, list[StreamNode]] = {}
@@ -559,9 +616,10 @@ def _build_branch(g: _Graph, node: StreamNode) -> Processor:
 def _build_group_by(g: _Graph, node: StreamNode) -> Processor:
     upstream = node.parents[0]
     assert isinstance(upstream, StreamNode)
-    feeding = _topic_of(upstream).name
-    regroup = _Regroup(node, g.ctx, _holdback_ms(upstream), external=feeding not in g.repartitions)
-    g.ctx.stampers.setdefault(feeding, []).append(regroup.stamp)
+    bases = g.upstream_bases(upstream)
+    regroup = _Regroup(node, g.ctx, _holdback_ms(upstream), bases, {t for t in bases if t not in g.repartitions})
+    for feeding in bases:
+        g.ctx.stampers.setdefault(feeding, []).append(regroup.stamper(feeding))
     return regroup
 
 

@@ -232,6 +232,8 @@ class Runtime:
         self._pipelines: dict[str, list[CompiledSource]] = {}
         self._last_commit = time.monotonic()
         self._committed: dict[TP, int] = {}
+        # Per input partition: the offset after the last record routed.
+        self._routed_end: dict[TP, int] = {}
         # Per consumed topic: how its producers place keyed records (declared or detected).
         self._partitioning: dict[str, PartitionerDetector] = {}
         self._announced_idle: set[TP] = set()
@@ -722,6 +724,7 @@ class Runtime:
         if tp not in self.assigned:
             return  # revoked while the batch was in flight
         self.metrics.consumed(tp, len(records))
+        self._routed_end[tp] = records[-1].offset + 1
         detector = self._partitioning.get(topic) or self.partitioning(topic)
         if not detector.done:
             self._detect(detector, topic, partition, records)
@@ -903,8 +906,9 @@ class Runtime:
                 await compiled.before_commit()
         await self.gate.close()
         try:
-            offsets = {tp: o for tp, o in self.acks.committable().items()
-                       if tp in self.assigned and self._committed.get(tp) != o}
+            offsets = await self._past_markers(
+                {tp: o for tp, o in self.acks.committable().items() if tp in self.assigned})
+            offsets = {tp: o for tp, o in offsets.items() if self._committed.get(tp) != o}
             pending: list[tuple[Table, int, asyncio.Future[Any], int]] = []
             for table in self.app.tables.values():
                 headers = table.changelog_headers()
@@ -930,6 +934,24 @@ class Runtime:
         finally:
             self.gate.reopen()
             self._last_commit = time.monotonic()
+
+    async def _past_markers(self, offsets: dict[TP, int]) -> dict[TP, int]:
+        """Where every routed record of a partition is processed, commit the consumer's
+        position, as Kafka's clients do: past the transaction markers (and aborted records)
+        that follow the last record. Committing the last record's offset + 1 left a
+        transactional input (a repartition topic under exactly-once) forever one marker
+        behind its end: lag never reached 0."""
+        consumer = self._consumer
+        if consumer is None:
+            return offsets
+        out = dict(offsets)
+        for tp, routed in self._routed_end.items():
+            if tp not in self.assigned or offsets.get(tp, self._committed.get(tp)) != routed:
+                continue
+            position = await consumer.position(TopicPartition(*tp))
+            if position > routed:
+                out[tp] = position
+        return out
 
     async def _commit_transactions(self, collector: RecordCollector, offsets: dict[TP, int]) -> None:
         """Exactly-once: commit each task's transaction with its input offsets. Until they
@@ -965,6 +987,7 @@ class Runtime:
             self.acks.forget(revoked)
             for tp in revoked:
                 self._committed.pop(tp, None)
+                self._routed_end.pop(tp, None)
             kept = {p for _t, p in self.assigned}
             gone = {p for _t, p in revoked} - kept
             self.tasks.revoke(gone)

@@ -122,10 +122,6 @@ class AppSettings(BaseModel):
         values.update({names.get(k, k): v for k, v in overrides.items()})
         return AppSettings.build(values)
 
-    def kafka_items(self) -> dict[str, Any]:
-        """Every setting under its Kafka name, defaults included."""
-        return self.model_dump(by_alias=True)
-
     @property
     def exactly_once(self) -> bool:
         return self.processing_guarantee != "at_least_once"

@@ -34,6 +34,7 @@ from streamkit.streams.agent import current_event
 from streamkit.streams.changelog import ChangelogReader
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.codecs import StrCodec, codec_for
+from streamkit.streams.fixed_windows import FixedWindows
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.metrics import RestoreProgress
 from streamkit.streams.partitioners import Partitioner, murmur2_partition
@@ -46,9 +47,7 @@ from streamkit.streams.windows import (
     HoppingWindows,
     TumblingWindows,
     Window,
-    expired,
     seconds_ms,
-    window_starts,
     windows_for,
 )
 
@@ -301,9 +300,6 @@ class Table:
                 part = self._store.partition(p)
             follower.follow(self.changelog.name, p, part)
             self._standby.add(p)
-
-    def standby_partitions(self) -> list[int]:
-        return sorted(self._standby)
 
     def local_partitions(self) -> set[int]:
         """Partitions with a store on this machine (for a sticky assignment)."""
@@ -688,6 +684,9 @@ class WindowedTable:
         self.table = table
         assert table.window is not None
         self.spec = table.window
+        # ``add(old, fn)`` is ``fn(old)``: each update brings its own function.
+        self._windows = FixedWindows(self.spec.size_ms, self.spec.advance_ms, table.expires_ms or 0, self._initial,
+                                     lambda old, fn: fn(old), table.value_codec, write_through=True)
 
     @property
     def name(self) -> str:
@@ -724,29 +723,16 @@ class WindowedTable:
         # fed by one input partition: its largest timestamp so far).
         now = stream_time.observe(0, ts, 0)
         view = WindowedTransaction(txn)
-        codec = table.value_codec
-        default = table.default
-        expires = table.expires_ms or 0
-        size = self.spec.size_ms
-        late = True
-        # The per-event path: window starts as a range and one encoded slot per window
-        # (the DSL's aggregation does the same), the by-end index written for new windows only.
-        for start in window_starts(size, self.spec.advance_ms, ts):
-            end = start + size
-            if expired(end, expires, now):
-                continue
-            late = False
-            slot = view.slot(kb, start, end)
-            raw = view.read_slot(slot)
-            if raw is not None:
-                old = codec.loads(raw)
-            elif default is not None:
-                old = default()
-            else:
-                old = None
-            view.store_window(slot, kb, start, end, codec.dumps(fn(old)), new=raw is None)
-        if late:
+        windows = self._windows
+        windows.close_after = table.expires_ms or 0
+        windows.codec = table.value_codec
+        # The DSL's update of fixed windows, writing through (reads see every write).
+        if not windows.update(view, kb, ts, fn, now):
             self._late(kb, now)
+
+    def _initial(self) -> Any:
+        default = self.table.default
+        return None if default is None else default()
 
     def _late(self, key_bytes: bytes, watermark: int) -> None:
         """The event's windows are all expired: handled as the DSL's late records are

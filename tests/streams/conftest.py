@@ -22,7 +22,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -32,6 +32,9 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 from streamkit.streams.app import App
 from streamkit.streams.runtime import Runtime
 from streamkit.testing import BrokerProcess
+
+if TYPE_CHECKING:
+    from .worker_processes import Scenario
 
 T = TypeVar("T")
 
@@ -263,3 +266,21 @@ async def probe(broker: BrokerProcess) -> AsyncIterator[Probe]:
         yield p
     finally:
         await p.close()
+
+
+@pytest.fixture
+async def scenario(broker: BrokerProcess, probe: Probe, tmp_path: Path,
+                   request: pytest.FixtureRequest) -> AsyncIterator[Scenario]:
+    """Worker processes of one test (``worker_processes.Scenario``): its input topic
+    created, every worker killed at the end; the test's duration in its report section."""
+    from .worker_processes import PARTITIONS, Scenario
+
+    s = Scenario(broker, probe, tmp_path, request.node.name)
+    await probe.create_topic(s.input, PARTITIONS)
+    try:
+        yield s
+    finally:
+        for w in s.workers:
+            w.kill()
+        request.node.user_properties.append(("duration", s.elapsed()))
+        print(f"{request.node.name}: {s.elapsed()}")

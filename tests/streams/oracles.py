@@ -11,7 +11,6 @@ from streamkit.streams.windows import (
     SlidingWindows,
     Window,
     WindowSpec,
-    _check_gap,
     close_time,
     sliding_window_ranges,
 )
@@ -59,7 +58,8 @@ def sliding_aggregate(
 def sessionize(gap_ms: int, timestamps: Iterable[int]) -> list[Window]:
     """The sessions of a set of timestamps, ascending, from scratch (the oracle for
     ``merge_session``): sorted, split wherever two neighbours are more than ``gap`` apart."""
-    _check_gap(gap_ms)
+    if gap_ms < 0:
+        raise ValueError(f"session inactivity gap must not be negative, got {gap_ms} ms")
     sessions: list[Window] = []
     for ts in sorted(timestamps):
         if sessions and ts - (sessions[-1].end - 1) <= gap_ms:

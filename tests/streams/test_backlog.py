@@ -13,19 +13,18 @@ from __future__ import annotations
 import random
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import orjson
 import pytest
 
-import streamkit
-from streamkit.streams.app import App
 from streamkit.streams.topic import partition_for_key
 from streamkit.streams.windows import MIN_TIMESTAMP
 from streamkit.testing import http_get, metric_value
 
+from .apps_for_tests.pipelines import count_pages
 from .conftest import Probe, eventually, running
+from .worker_processes import Scenario
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.integration]
 
@@ -76,17 +75,6 @@ def reference(clicks: list[Click], key: Callable[[Click], str] = lambda c: c[1])
 
 def encode(clicks: list[Click]) -> list[tuple[bytes, bytes, int]]:
     return [(user.encode(), orjson.dumps({"user": user, "page": page}), ts) for user, page, ts in clicks]
-
-
-def count_pages(app: App, clicks_topic: Any, out: str, *, two_hops: bool = False) -> None:
-    stream = app.stream(clicks_topic)
-    if two_hops:
-        stream = stream.group_by(lambda v: v["user"], name="by-user").map(lambda v: {**v, "hop": 2})
-    (stream.group_by(lambda v: v["page"], name="by-page")
-        .window(streamkit.tumbling(minutes=1), grace=timedelta(seconds=5))
-        .count(name="clicks-per-minute")
-        .final()
-        .to(out))
 
 
 async def results(probe: Probe, topic: str) -> dict[tuple[str, int], int]:
@@ -247,3 +235,76 @@ async def test_stream_stream_join_over_a_backlog(make_app: Any, probe: Probe) ->
         assert runtime.metrics.late_records == 0
     real = sorted(p for p in got if p[1] < T0 + 3_600_000)
     assert real == expected
+
+
+# -- a worker process killed mid-backlog -----------------------------------------------------
+
+BACKLOG_APP = "tests.streams.apps_for_tests.backlog:app"
+
+
+async def _kill_mid_backlog(s: Scenario, config: dict[str, Any]) -> tuple[list[Click], int]:
+    """A ``streamkit worker`` process of the backlog app, slowed to about 1 ms per click,
+    SIGKILLed once a quarter of the backlog is committed, and started again (at full speed)
+    on the same data directory; returns the clicks and how many of them were committed at
+    the kill, once the restarted worker has committed every input record."""
+    clicks = backlog(8, per_partition=1_600)
+    s.input = f"{s.app_id}-clicks"
+    await s.probe.create_topic(s.input, SOURCE_PARTITIONS)
+    await s.probe.produce_many(s.input, encode(clicks))
+    w = s.worker("w1", config={"max.poll.records": 20, **config}, app=BACKLOG_APP)
+    w.env["SK_TEST_PACE_MS"] = "1"
+    w.start()
+
+    async def committed() -> int:
+        return sum(o for tp, o in (await s.probe.committed(s.app_id)).items() if tp.topic == s.input)
+
+    async def a_quarter() -> bool:
+        return await committed() >= len(clicks) // 4
+
+    await eventually(a_quarter, "a quarter of the backlog committed", timeout=90, interval=0.05)
+    w.kill()
+    at_kill = await committed()
+    assert at_kill < len(clicks), "the backlog was done before the SIGKILL: not mid-backlog"
+    del w.env["SK_TEST_PACE_MS"]
+    w.start()
+    topics = [s.input, f"{s.app_id}-by-page-repartition"]
+
+    async def done() -> bool:
+        assert w.alive, f"worker exited:\n{w.log()[-3000:]}"
+        return await s.probe.caught_up(s.app_id, topics)
+
+    await eventually(done, "the restarted worker to commit the backlog", timeout=150, interval=0.1)
+    await w.terminate()
+    return clicks, at_kill
+
+
+async def _emitted(probe: Probe, topic: str, *, read_committed: bool = False) -> dict[tuple[str, int], list[int]]:
+    out: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for r in await probe.read(topic, read_committed=read_committed):
+        value = orjson.loads(r.value)
+        out[(value["key"], value["start"])].append(value["value"])
+    return out
+
+
+async def test_sigkill_mid_backlog_loses_nothing(scenario: Scenario) -> None:
+    """At least once: SIGKILL mid-backlog, restart. Every window of the batch reference is
+    emitted and no other; none counts less than the reference, and all of them together
+    over-count by no more than the records not committed at the kill (processed again)."""
+    s = scenario
+    clicks, at_kill = await _kill_mid_backlog(s, {})
+    expected = reference(clicks)
+    got = await _emitted(s.probe, f"{s.app_id}-counts")
+    assert set(got) == set(expected)
+    short = {k: (v, expected[k]) for k, v in got.items() if min(v) < expected[k]}
+    assert not short, f"records lost: {short}"
+    assert sum(max(v) - expected[k] for k, v in got.items()) <= len(clicks) - at_kill
+
+
+async def test_sigkill_mid_backlog_gives_the_batch_reference(scenario: Scenario) -> None:
+    """Exactly once: SIGKILL mid-backlog, restart: every final window once, with exactly
+    the batch reference's count."""
+    s = scenario
+    clicks, _at_kill = await _kill_mid_backlog(s, {"processing.guarantee": "exactly_once_v2"})
+    got = await _emitted(s.probe, f"{s.app_id}-counts", read_committed=True)
+    assert {k: v for k, v in got.items() if len(v) > 1} == {}, "windows emitted more than once"
+    assert {k: v[0] for k, v in got.items()} == reference(clicks)

@@ -1,110 +1,45 @@
 """Event time across partitions, without a broker: the compiled DSL operators driven
-directly, their repartition records delivered in any order a broker and several workers
-could produce, and the final results compared with the batch computation.
-
-The driver (``Topology``) stands in for the worker's loop only: it hands batches of records
-to ``CompiledSource.process`` and keeps what the processors produce, per topic partition, in
-production order, as a broker would. Everything it drives is the production code."""
+directly (``pipeline_driver.Topology``), their repartition records delivered in any order a
+broker and several workers could produce, and the final results compared with the batch
+computation."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 from collections import defaultdict
-from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streamkit
-from streamkit.state import MemoryBackend, StorePartition
 from streamkit.streams.app import App
-from streamkit.streams.metrics import Metrics
-from streamkit.streams.pipeline import CompiledSource, compile_pipelines
-from streamkit.streams.processing import LateLog
-from streamkit.streams.topic import partition_for_key
 from streamkit.streams.watermarks import WM_HEADER, InputClock, decode_stamp, encode_stamp
 from streamkit.streams.windows import MIN_TIMESTAMP
 
+from .pipeline_driver import LATE_TOPIC, Record, Topology, Worker
+
 T0 = 1_700_000_040_000
 SOURCE_PARTITIONS = 3
+MERGED_PARTITIONS = 2  # a second source topic ("taps"), merged with the first
 PARTITIONS = 2  # num.partitions: the repartition topics and the state
 SIZE, GRACE = 1_000, 200
-LATE_TOPIC = "late"
 
 
-@dataclass
-class Record:
-    """What a consumer hands the runtime (the attributes of aiokafka's ConsumerRecord)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[tuple[str, bytes], ...] = ()
+# Source partition -> [(page, timestamp)] in order. Partitions 0..2 are the topic "clicks";
+# 3 and 4 are partitions 0 and 1 of "taps" (merged apps only).
+Clicks = dict[int, list[tuple[str, int]]]
 
 
-@dataclass
-class Worker:
-    """The part of the runtime compiled pipelines use: settings, clock, decode, produce."""
-
-    app: App
-    produced: dict[tuple[str, int], list[Record]] = field(default_factory=lambda: defaultdict(list))
-    metrics: Metrics = field(default_factory=Metrics)
-    wall: int = 0
-
-    @property
-    def settings(self) -> Any:
-        return self.app.settings
-
-    def clock(self) -> int:
-        return self.wall
-
-    @property
-    def late_log(self) -> LateLog:
-        return self._late_log
-
-    def __post_init__(self) -> None:
-        self._late_log = LateLog(self.clock)
-
-    def topic_partitions(self, name: str) -> int | None:
-        topic = self.app.topics.get(name)
-        return topic.partitions if topic is not None else None
-
-    def decode(self, topic: Any, record: Record) -> Any:
-        return topic.event(record.key, record.value, record.timestamp, list(record.headers), record.partition,
-                           record.offset)
-
-    async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
-                      timestamp: int | None = None, partition: int | None = None, track: bool = True,
-                      task: int | None = None) -> None:
-        self.append(topic, key, value, headers=headers, timestamp=timestamp, partition=partition)
-
-    def append(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
-               timestamp: int | None = None, partition: int | None = None) -> None:
-        if partition is None:
-            count = self.topic_partitions(topic) or PARTITIONS
-            partition = 0 if key is None else partition_for_key(key, count)
-        log = self.produced[(topic, partition)]
-        log.append(Record(topic, partition, len(log), timestamp or 0, key, value, tuple(headers or ())))
-
-    def send_soon_raw(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
-                      timestamp: int | None = None) -> None:
-        self.append(topic, key, value, headers=headers, timestamp=timestamp)
-
-
-Clicks = dict[int, list[tuple[str, int]]]  # source partition -> [(page, timestamp)] in order
-
-
-def click_app(two_hops: bool) -> App:
+def click_app(two_hops: bool, merged: bool = False) -> App:
     app = App("clicks", config={"num.partitions": PARTITIONS, "late.records.topic.name": LATE_TOPIC})
     clicks = app.topic("clicks", value_type=dict, partitions=SOURCE_PARTITIONS)
-    stream = app.stream(clicks).group_by(lambda v: v["page"], name="by-page")
+    stream = app.stream(clicks)
+    if merged:
+        stream = stream.merge(app.stream(app.topic("taps", value_type=dict, partitions=MERGED_PARTITIONS)))
+    stream = stream.group_by(lambda v: v["page"], name="by-page")
     if two_hops:
         stream = stream.map(lambda v: {**v, "site": v["page"][:2]}).group_by(lambda v: v["page"], name="again")
     (stream.window(streamkit.tumbling(ms=SIZE), grace=timedelta(milliseconds=GRACE))
@@ -112,55 +47,16 @@ def click_app(two_hops: bool) -> App:
     return app
 
 
-class Topology:
-    """One app's compiled pipelines over in-memory stores, fed batch by batch."""
-
-    def __init__(self, app: App, worker: Worker | None = None) -> None:
-        self.app = app
-        self.worker = worker or Worker(app)
-        for table in app.tables.values():
-            for p in range(table.partitions):
-                table._txns.setdefault(p, StorePartition(MemoryBackend()).begin())
-        self.sources: dict[str, CompiledSource] = {c.topic.name: c for c in compile_pipelines(app, self.worker)}  # type: ignore[arg-type]
-        self.read: dict[tuple[str, int], int] = defaultdict(int)
-
-    def pending(self) -> list[tuple[str, int]]:
-        return [tp for tp, log in self.worker.produced.items()
-                if tp[0] in self.sources and self.read[tp] < len(log)]
-
-    async def step(self, tp: tuple[str, int], n: int) -> None:
-        log = self.worker.produced[tp]
-        start = self.read[tp]
-        batch = log[start:start + n]
-        self.read[tp] = start + len(batch)
-        self.worker.wall += 1
-        await self.sources[tp[0]].process(tp[1], batch)
-
-    async def run(self, rng: random.Random, max_batch: int) -> None:
-        while pending := self.pending():
-            await self.step(rng.choice(pending), rng.randint(1, max_batch))
-
-    def results(self) -> dict[tuple[str, int], int]:
-        out: dict[tuple[str, int], int] = {}
-        for (topic, _p), log in self.worker.produced.items():
-            if topic == "counts":
-                for r in log:
-                    value = orjson.loads(r.value or b"null")
-                    key = (value["key"], value["start"])
-                    assert key not in out, f"window {key} emitted twice"
-                    out[key] = value["value"]
-        return out
-
-    def late(self) -> list[tuple[str, int]]:
-        return sorted((orjson.loads(r.value or b"null")["page"], r.timestamp)
-                      for (topic, _p), log in self.worker.produced.items() if topic == LATE_TOPIC for r in log)
+def source_partition(p: int) -> tuple[str, int]:
+    return ("clicks", p) if p < SOURCE_PARTITIONS else ("taps", p - SOURCE_PARTITIONS)
 
 
 def produce_clicks(worker: Worker, clicks: Clicks) -> None:
     for p, records in clicks.items():
-        log = worker.produced[("clicks", p)]
+        topic, partition = source_partition(p)
+        log = worker.produced[(topic, partition)]
         for page, ts in records:
-            log.append(Record("clicks", p, len(log), ts, f"user{len(log) % 5}".encode(),
+            log.append(Record(topic, partition, len(log), ts, f"user{len(log) % 5}".encode(),
                               orjson.dumps({"page": page}), ()))
 
 
@@ -203,14 +99,17 @@ def partition_clicks(draw: st.DrawFn) -> list[tuple[str, int]]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(clicks=st.fixed_dictionaries({p: partition_clicks() for p in range(SOURCE_PARTITIONS)}),
-       seed=st.integers(0, 2**32), max_batch=st.integers(1, 30), two_hops=st.booleans())
+@given(clicks=st.fixed_dictionaries({p: partition_clicks() for p in range(SOURCE_PARTITIONS + MERGED_PARTITIONS)}),
+       seed=st.integers(0, 2**32), max_batch=st.integers(1, 30), two_hops=st.booleans(), merged=st.booleans())
 def test_any_interleaving_gives_the_batch_reference(clicks: Clicks, seed: int, max_batch: int,
-                                                    two_hops: bool) -> None:
+                                                    two_hops: bool, merged: bool) -> None:
     """However the partitions' records (and the repartition topics' records) interleave,
     the final counts are the batch reference, and exactly the records late with respect to
-    their own partition are dropped (and sent to the late topic)."""
-    topology = Topology(click_app(two_hops))
+    their own partition are dropped (and sent to the late topic). With ``merged``, a second
+    topic is merged in before the ``group_by``: its partitions count like the first's."""
+    if not merged:
+        clicks = {p: records for p, records in clicks.items() if p < SOURCE_PARTITIONS}
+    topology = Topology(click_app(two_hops, merged))
     produce_clicks(topology.worker, clicks)
     asyncio.run(topology.run(random.Random(seed), max_batch))
     expected, late = batch_reference(clicks)
@@ -305,3 +204,99 @@ def test_input_clock_is_the_minimum_and_never_goes_back() -> None:
     clock.observe(1, 2_000, 900)
     assert clock.value(999, 1_000) == 300
     assert clock.value(1_000, 1_000) == 2_000
+
+
+def test_merged_inputs_each_hold_stream_time_back() -> None:
+    """``merge`` before ``group_by``: the repartitioned records carry the watermark of their
+    own source partition, and downstream stream time is the minimum over every partition of
+    both topics. One topic drained first (an hour ahead at the end) closes nothing of the
+    other's windows; the result is the batch reference."""
+    clicks: Clicks = {
+        0: [("/a", T0), ("/a", T0 + 3_600_000)],
+        1: [("/a", T0 + 10), ("/b", T0 + 3_600_000)],
+        2: [("/b", T0 + 20), ("/b", T0 + 3_600_000)],
+        3: [("/a", T0 + 30), ("/b", T0 + 1_500), ("/a", T0 + 3_600_000)],
+        4: [("/b", T0 + 40), ("/b", T0 + 3_600_000)],
+    }
+    topology = Topology(click_app(False, merged=True))
+    produce_clicks(topology.worker, clicks)
+
+    async def go() -> None:
+        # Every partition of "clicks" first, then "taps", as a worker draining a backlog may;
+        # the repartition topic one record at a time (windows close after each batch).
+        for topic in ("clicks", "taps"):
+            for tp in sorted(tp for tp in topology.pending() if tp[0] == topic):
+                await topology.step(tp, 100)
+        await topology.run(random.Random(1), 1)
+
+    asyncio.run(go())
+    expected, late = batch_reference(clicks)
+    assert late == []
+    assert expected == {("/a", T0): 3, ("/b", T0): 2, ("/b", T0 + 1_000): 1}
+    assert topology.results() == expected
+    assert topology.worker.metrics.late_records == 0
+
+
+def extracted_app() -> App:
+    """Counts per page in windows by the value's ``at`` (``.window(..., timestamp=fn)``)
+    after a ``group_by``; the record timestamps say nothing about it."""
+    app = App("clicks", config={"num.partitions": PARTITIONS, "late.records.topic.name": LATE_TOPIC})
+    clicks = app.topic("clicks", value_type=dict, partitions=SOURCE_PARTITIONS)
+    (app.stream(clicks).group_by(lambda v: v["page"], name="by-page")
+        .window(streamkit.tumbling(ms=SIZE), grace=timedelta(milliseconds=GRACE), timestamp=lambda e: e.value["at"])
+        .count(name="per-window").final().to("counts"))
+    return app
+
+
+def produce_with_times(worker: Worker, clicks: Clicks, record_time: int) -> None:
+    """``clicks`` with their times in the value; every record timestamp ``record_time``."""
+    for p, records in clicks.items():
+        log = worker.produced[("clicks", p)]
+        for page, ts in records:
+            log.append(Record("clicks", p, len(log), record_time, f"user{len(log) % 5}".encode(),
+                              orjson.dumps({"page": page, "at": ts}), ()))
+
+
+def test_a_window_timestamp_extractor_keeps_a_watermark_per_upstream_partition() -> None:
+    """A window with its own timestamps, after a repartition: its stream time is the minimum
+    over the upstream partitions of the largest extracted timestamp each has sent, not the
+    largest seen. A backlog drained one source partition after the other (the first an hour
+    ahead at its end) drops nothing and gives the batch reference; the record timestamps
+    (all equal, far in the future) close nothing."""
+    clicks: Clicks = {
+        p: [(page, T0 + 100 * i + 10 * p) for i, page in enumerate(["/a", "/b", "/a", "/b"] * 3)]
+        + [("/a", T0 + 3_600_000), ("/b", T0 + 3_600_000)]
+        for p in range(SOURCE_PARTITIONS)
+    }
+    topology = Topology(extracted_app())
+    produce_with_times(topology.worker, clicks, record_time=T0 + 86_400_000)
+
+    async def go() -> None:
+        for p in range(SOURCE_PARTITIONS):
+            await topology.step(("clicks", p), 100)
+        await topology.run(random.Random(1), 1)
+
+    asyncio.run(go())
+    expected, late = batch_reference(clicks)
+    assert late == [] and len(expected) == 4
+    assert topology.results() == expected
+    assert topology.worker.metrics.late_records == 0
+
+
+def test_a_window_timestamp_extractor_drops_only_what_is_late_in_its_own_partition() -> None:
+    """Lateness by extracted time is judged against the largest extracted timestamp that the
+    record's own upstream partition sent to the operator's partition (there is no other
+    carrier of extracted time): here the same page's record before it."""
+    clicks: Clicks = {
+        0: [("/a", T0), ("/b", T0 + 60), ("/a", T0 + 5_000), ("/a", T0 + 100), ("/b", T0 + 4_900), ("/a", T0 + 3_600_000),
+            ("/b", T0 + 3_600_000)],
+        1: [("/a", T0 + 50), ("/b", T0 + 60), ("/a", T0 + 3_600_000), ("/b", T0 + 3_600_000)],
+        2: [("/b", T0 + 70), ("/a", T0 + 80), ("/a", T0 + 3_600_000), ("/b", T0 + 3_600_000)],
+    }
+    topology = Topology(extracted_app())
+    produce_with_times(topology.worker, clicks, record_time=0)
+    asyncio.run(topology.run(random.Random(2), 2))
+    expected, late = batch_reference(clicks)
+    assert late == [("/a", T0 + 100)]
+    assert topology.results() == expected
+    assert topology.late() == late

@@ -24,9 +24,8 @@ import pytest
 from streamkit.streams.app import App
 
 from .conftest import Probe, eventually, log_tail
-from .test_workers import PARTITIONS, Scenario, Worker, _owned_by, scenario
-
-__all__ = ["scenario"]  # the fixture, shared with test_workers
+from .test_workers import _owned_by
+from .worker_processes import PARTITIONS, Scenario, Worker
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.integration]
 

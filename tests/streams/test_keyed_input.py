@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ from streamkit.streams.partitioners import PartitionerDetector, crc32_partition,
 from streamkit.testing import BrokerProcess
 
 from .conftest import Probe, eventually, log_tail
-from .test_workers import PARTITIONS, REPO, Scenario, Worker
+from .worker_processes import PARTITIONS, Scenario, Worker
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.integration]
 
@@ -31,35 +29,8 @@ KEYED_APP = "tests.streams.apps_for_tests.keyed:app"
 TABLE = "views_per_user"
 
 
-class KeyedWorker(Worker):
-    """A ``streamkit worker`` process of the page-view counter (``apps_for_tests/keyed.py``)."""
-
-    def start(self) -> KeyedWorker:
-        self._port = None
-        args = [sys.executable, "-m", "streamkit", "worker", "-A", KEYED_APP, "--broker", self.bootstrap,
-                "--data-dir", str(self.data_dir), "--web-port", "0", "--loglevel", "info"]
-        with open(self.log_path, "ab") as log:
-            log.write(f"---- start {time.strftime('%X')} ----\n".encode())
-            self.process = subprocess.Popen(args, cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        return self
-
-
-@pytest.fixture
-async def scenario(broker: BrokerProcess, probe: Probe, tmp_path: Path,
-                   request: pytest.FixtureRequest) -> AsyncIterator[Scenario]:
-    s = Scenario(broker, probe, tmp_path, request.node.name)
-    await probe.create_topic(s.input, PARTITIONS)
-    try:
-        yield s
-    finally:
-        for w in s.workers:
-            w.kill()
-
-
-def keyed_worker(s: Scenario, name: str) -> KeyedWorker:
-    w = KeyedWorker(name, s.broker.bootstrap, s.app_id, s.input, s.tmp / f"data-{name}", s.tmp)
-    s.workers.append(w)
-    return w
+def keyed_worker(s: Scenario, name: str) -> Worker:
+    return s.worker(name, app=KEYED_APP)
 
 
 def view(user: str, i: int) -> bytes:
@@ -239,10 +210,7 @@ async def test_a_malformed_record_never_stops_the_worker_and_is_kept(scenario: S
 
 async def test_the_fail_handler_names_the_command_that_skips_the_record(scenario: Scenario) -> None:
     s = scenario
-    w = KeyedWorker("w1", s.broker.bootstrap, s.app_id, s.input, s.tmp / "data-w1", s.tmp,
-                    config={"deserialization.exception.handler": "fail"})
-    s.workers.append(w)
-    w.start()
+    w = s.worker("w1", config={"deserialization.exception.handler": "fail"}, app=KEYED_APP).start()
     done = subprocess.run(["kcat", "-b", s.broker.bootstrap, "-t", s.input, "-P", "-K:", "-p", "2"],
                           input=b'user-1:{"user": "user-1"}\n', capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()
