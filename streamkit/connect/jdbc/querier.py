@@ -32,6 +32,7 @@ from streamkit.connect.jdbc.schema import (
     inline_expression,
     to_connect_converter,
 )
+from streamkit.gcpause import gc_paused
 
 __all__ = ["Querier", "split_table_name"]
 
@@ -221,14 +222,15 @@ class Querier:
             stmt, values = self._statement(sql, params, self.offset, conn)
             keys, rows = _fetch(conn, stmt, values)
             full = len(rows) >= config.batch_max_rows
+            offsets: Sequence[dict[str, int]] | None = None  # incrementing: made with the records
             if config.mode == "timestamp":
                 rows, offsets = self._timestamp_batch(conn, keys, rows, full)
-            else:
+            elif config.mode == "timestamp+incrementing":
                 offsets = self._exact_offsets(keys, rows)
         self.next_due_ms = self._now_ms() + (0 if full else config.poll_interval_ms)
         records = self._records(keys, rows, offsets)
-        if offsets:
-            self.offset = Offset.from_dict(offsets[-1])
+        if records:
+            self.offset = Offset.from_dict(records[-1].source_offset)
         return records
 
     def _index(self, keys: Sequence[str], name: str) -> int:
@@ -251,11 +253,9 @@ class Querier:
         return row_ts
 
     def _exact_offsets(self, keys: Sequence[str], rows: Sequence[Any]) -> list[dict[str, int]]:
-        """Each row's offset, as the dict it is stored as (``Offset.to_dict``'s layout, built
-        directly: this runs once per row)."""
+        """timestamp+incrementing: each row's offset, as the dict it is stored as
+        (``Offset.to_dict``'s layout, built directly: this runs once per row)."""
         inc_i = self._index(keys, self._config.incrementing_column_name)
-        if self._config.mode == "incrementing":
-            return [{"incrementing": int(row[inc_i])} for row in rows]
         row_ts = self._row_ts(keys)
         out = []
         for row in rows:
@@ -336,18 +336,20 @@ class Querier:
             columns.append(_Column(name, s, to_connect_converter(s)))
         return columns
 
-    def _builder(self, columns: Sequence[_Column]) -> _Build:
+    def _builder(self, columns: Sequence[_Column], width: int, inc_index: int | None) -> _Build:
         """(rows, offsets, ...) -> records, generated so that the loop over a batch's rows
-        runs without a call per row besides the record's own: the source's hot path.
+        runs without a call per row besides the record's own: the source's hot path. Each
+        row (``width`` values: ``columns``, then any extra ones) is unpacked into locals.
+        With ``inc_index`` (incrementing mode) each record's offset is made in the loop from
+        that column (``Offset.to_dict``'s layout) and ``offsets`` is not read.
         Only column names (as repr literals) enter the code."""
         namespace: dict[str, Any] = dict(INLINE_GLOBALS)
 
         def expr(i: int, c: _Column) -> str:
             if c.convert is None:
-                return f"row[{i}]"
+                return f"x{i}"
             namespace[f"c{i}"] = c.convert
-            converted = inline_expression(c.convert, f"x{i}", f"c{i}")
-            return f"(None if (x{i} := row[{i}]) is None else {converted})"
+            return f"(None if x{i} is None else {inline_expression(c.convert, f'x{i}', f'c{i}')})"
 
         value = ", ".join(f"{c.name!r}: {expr(i, c)}" for i, c in enumerate(columns)
                           if c.schema is not None)
@@ -355,24 +357,36 @@ class Querier:
         if self._key_indexes:
             key = "{" + ", ".join(f"{columns[i].name!r}: {expr(i, columns[i])}"
                                   for i in self._key_indexes) + "}"
+        row = "(" + "".join(f"x{i}, " for i in range(width)) + ")"
+        offset, loop = "offset", f"{row}, offset in zip(rows, offsets)"
+        if inc_index is not None:
+            x = f"x{inc_index}"
+            offset = f"{{'incrementing': ({x} if {x}.__class__ is int else int({x}))}}"
+            loop = f"{row} in rows"
         exec("def build(rows, offsets, record, partition, topic, value_schema, key_schema):\n"
-             f"    return [record(partition, offset, topic, {{{value}}}, {key}, value_schema,"
+             f"    return [record(partition, {offset}, topic, {{{value}}}, {key}, value_schema,"
              " key_schema)\n"
-             "            for row, offset in zip(rows, offsets)]\n", namespace)
+             f"            for {loop}]\n", namespace)
         return namespace["build"]  # type: ignore[no-any-return]
 
     def _records(self, keys: Sequence[str], rows: Sequence[Any],
-                 offsets: Sequence[dict[str, int]]) -> list[SourceRecord]:
+                 offsets: Sequence[dict[str, int]] | None) -> list[SourceRecord]:
+        """The records of ``rows``; ``offsets`` are theirs, None in incrementing mode (the
+        builder makes them from the incrementing column)."""
         if not rows:
             return []
         value_schema = self._value_schema
         build = self._build
+        inc_index = None
+        if offsets is None:
+            inc_index = self._index(keys, self._config.incrementing_column_name)
         if not self._columns:  # query mode: columns known from the result
             columns = self._query_columns(keys[:-1] if self._extra else keys, rows)
             value_schema = Schema("struct", fields=tuple(
                 Field(c.name, c.schema) for c in columns if c.schema is not None))
-            build = self._builder(columns)
+            build = self._builder(columns, len(keys), inc_index)
         elif build is None:
-            build = self._build = self._builder(self._columns)
-        return build(rows, offsets, SourceRecord, self.partition, self.topic, value_schema,
-                     self._key_schema)
+            build = self._build = self._builder(self._columns, len(keys), inc_index)
+        with gc_paused():
+            return build(rows, offsets, SourceRecord, self.partition, self.topic, value_schema,
+                         self._key_schema)
