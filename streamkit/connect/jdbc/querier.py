@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import types as sat
 from sqlalchemy.engine import Connection, CursorResult, Engine
 
 from streamkit.connect.data import TIMESTAMP, Field, Schema, SourceRecord
@@ -61,9 +62,11 @@ def _timestamp_us(value: Any) -> int | None:
     return datetime_to_micros(value)
 
 
-def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[str], Sequence[Any]]:
+def _fetch(conn: Connection, stmt: Any, values: dict[str, Any], *,
+           numeric_as_float: bool = False) -> tuple[list[str], Sequence[Any]]:
     """Run ``stmt`` on the DBAPI cursor and fetch every row as the driver gives it: SQLAlchemy's
-    Result costs more per row than the rest of a record's making."""
+    Result costs more per row than the rest of a record's making. ``numeric_as_float``: see
+    ``dialects.read_numeric_as_float``."""
     compiled = stmt.compile(dialect=conn.dialect)
     sql = str(compiled)
     params: Any = compiled.construct_params(values)
@@ -71,6 +74,8 @@ def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[st
         params = tuple(params[name] for name in compiled.positiontup or ())
     dbapi_error = conn.dialect.loaded_dbapi.Error
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    if numeric_as_float:
+        dialects.read_numeric_as_float(cursor)
     try:
         cursor.execute(sql, params)
         keys: list[str] = [d[0] for d in cursor.description]
@@ -114,6 +119,7 @@ class Querier:
         self._key_schema: Schema | None = None
         self._value_schema: Schema | None = None
         self._inferred: dict[str, Schema] = {}
+        self._numeric_as_float = False
         self._select = ""
         self._build: _Build | None = None
         self._bulk: _BulkScan | None = None
@@ -141,11 +147,15 @@ class Querier:
             self._columns = []
             return
         schema_name, name = split_table_name(self._table)
+        # Only the columns and the primary key: a whole Table's reflection (indexes, foreign
+        # keys, constraints...) takes several times as many queries.
+        inspector = sa.inspect(conn)
         try:
-            table = sa.Table(name, sa.MetaData(), schema=schema_name, autoload_with=conn)
+            reflected = inspector.get_columns(name, schema=schema_name)
         except sa.exc.NoSuchTableError as exc:
             raise ConnectError(f"table {self._table!r} does not exist") from exc
-        by_name = {c.name: c for c in table.columns}
+        pk: list[str] = inspector.get_pk_constraint(name, schema=schema_name)["constrained_columns"]
+        by_name = {c["name"]: c for c in reflected}
         needed = list(config.timestamp_column_name)
         if config.incrementing_column_name:
             needed.append(config.incrementing_column_name)
@@ -155,23 +165,30 @@ class Querier:
             for col in needed:
                 if col not in by_name:
                     raise ConnectError(f"table {self._table!r} has no column {col!r}")
-                if (config.validate_non_null and by_name[col].nullable
-                        and not by_name[col].primary_key
+                if (config.validate_non_null and by_name[col]["nullable"] and col not in pk
                         and col not in may_be_null):
                     raise ConnectError(
                         f"column {col!r} of {self._table!r} is nullable; make it NOT NULL or "
                         "set validate.non.null=false")
         columns: list[_Column] = []
-        for column in table.columns:
-            s = column_schema(column.type, bool(column.nullable) and not column.primary_key)
+        for column in reflected:
+            s = column_schema(column["type"], bool(column["nullable"]) and column["name"] not in pk)
             if s is None:
                 log.warning("column %s.%s of type %s has no Connect type; left out",
-                            self._table, column.name, column.type)
-            columns.append(_Column(column.name, s, to_connect_converter(s) if s else None))
+                            self._table, column["name"], column["type"])
+            columns.append(_Column(column["name"], s, to_connect_converter(s) if s else None))
         self._columns = columns
+        # NUMERIC without a scale maps to float64; with a scale, to Decimal. When the table
+        # has only the former, and the incrementing column (whose offsets must be exact) is
+        # not one, the driver may parse them straight into floats.
+        numerics = [c for c, r in zip(columns, reflected, strict=True)
+                    if isinstance(r["type"], sat.Numeric) and not isinstance(r["type"], sat.Float)]
+        self._numeric_as_float = bool(
+            numerics and dialects.reads_numeric_as_float(conn)
+            and all(c.schema is not None and c.schema.type == "float64" for c in numerics)
+            and config.incrementing_column_name not in {c.name for c in numerics})
         self._value_schema = Schema("struct", name=name, fields=tuple(
             Field(c.name, c.schema) for c in columns if c.schema is not None))
-        pk = [c.name for c in table.primary_key.columns]
         index = {c.name: i for i, c in enumerate(columns)}
         if pk and all(columns[index[p]].schema is not None for p in pk):
             self._key_indexes = [index[p] for p in pk]
@@ -220,7 +237,7 @@ class Querier:
                 ts_expr=self._ts_expr, offset=self.offset, limit=config.batch_max_rows,
                 tiebreak=self._tiebreak)
             stmt, values = self._statement(sql, params, self.offset, conn)
-            keys, rows = _fetch(conn, stmt, values)
+            keys, rows = _fetch(conn, stmt, values, numeric_as_float=self._numeric_as_float)
             full = len(rows) >= config.batch_max_rows
             offsets: Sequence[dict[str, int]] | None = None  # incrementing: made with the records
             if config.mode == "timestamp":
@@ -273,7 +290,8 @@ class Querier:
             order = ", ".join(f"{o} ASC" for o in self._tiebreak)
             sql = f"{self._select} WHERE {self._ts_expr} = :grp" + (f" ORDER BY {order}" if order else "")
             stmt, _ = self._statement(sql, (), self.offset, conn)
-            _, rows = _fetch(conn, stmt, {"grp": self._bind_ts(stamps[0])})
+            _, rows = _fetch(conn, stmt, {"grp": self._bind_ts(stamps[0])},
+                             numeric_as_float=self._numeric_as_float)
             stamps = [row_ts(r) for r in rows]
             full = False
         n, offsets = group_offsets(stamps, self.offset, full)

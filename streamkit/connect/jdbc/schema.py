@@ -165,6 +165,13 @@ _INLINE[_timestamp_to_connect] = (
 _INLINE[_to_str] = "({x} if {x}.__class__ is str else {c}({x}))"
 
 
+def _to_float(value: Any) -> Any:
+    return float(value)  # MySQL's DOUBLE reads as Decimal, and so does NUMERIC without a scale
+
+
+_INLINE[_to_float] = "({x} if {x}.__class__ is float else {c}({x}))"
+
+
 def _to_bytes(value: Any) -> Any:
     return bytes(value) if not isinstance(value, bytes) else value
 
@@ -191,7 +198,7 @@ def to_connect_converter(schema: Schema) -> Converter | None:
     elif schema.type == "boolean":
         convert = _to_bool  # MySQL's BOOLEAN is TINYINT(1)
     elif schema.type in ("float32", "float64"):
-        convert = float  # MySQL's DOUBLE reads as Decimal
+        convert = _to_float
     else:
         return None
     return convert
