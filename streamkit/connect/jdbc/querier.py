@@ -30,7 +30,7 @@ from streamkit.connect.jdbc.schema import (
     column_schema,
     datetime_to_micros,
     infer_value_schema,
-    inline_expression,
+    inline_nullable,
     to_connect_converter,
 )
 from streamkit.gcpause import gc_paused
@@ -367,7 +367,7 @@ class Querier:
             if c.convert is None:
                 return f"x{i}"
             namespace[f"c{i}"] = c.convert
-            return f"(None if x{i} is None else {inline_expression(c.convert, f'x{i}', f'c{i}')})"
+            return inline_nullable(c.convert, f"x{i}", f"c{i}")
 
         value = ", ".join(f"{c.name!r}: {expr(i, c)}" for i, c in enumerate(columns)
                           if c.schema is not None)
