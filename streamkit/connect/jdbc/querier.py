@@ -230,6 +230,10 @@ class Querier:
         if config.mode == "bulk":
             return self._poll_bulk()
         with self._engine.connect() as conn:
+            if self._backend == "postgresql":
+                # Each statement reads its own snapshot either way (READ COMMITTED); without
+                # a transaction there is no BEGIN and ROLLBACK around the poll's reads.
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
             if self._columns is None:
                 self._describe(conn)
             sql, params = build_query(
@@ -405,6 +409,6 @@ class Querier:
             build = self._builder(columns, len(keys), inc_index)
         elif build is None:
             build = self._build = self._builder(self._columns, len(keys), inc_index)
-        with gc_paused():
+        with gc_paused(promote=True):
             return build(rows, offsets, SourceRecord, self.partition, self.topic, value_schema,
                          self._key_schema)
