@@ -231,8 +231,8 @@ class Querier:
             return self._poll_bulk()
         with self._engine.connect() as conn:
             if self._backend == "postgresql":
-                # Each statement reads its own snapshot either way (READ COMMITTED); without
-                # a transaction there is no BEGIN and ROLLBACK around the poll's reads.
+                # Under PostgreSQL's READ COMMITTED each statement reads a snapshot of its own
+                # anyway; without a transaction there is no BEGIN and ROLLBACK around them.
                 conn = conn.execution_options(isolation_level="AUTOCOMMIT")
             if self._columns is None:
                 self._describe(conn)
