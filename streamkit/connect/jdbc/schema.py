@@ -172,8 +172,11 @@ def _to_str(value: Any) -> Any:
     return value if isinstance(value, str) else str(value)
 
 
+# (x - EPOCH) // MS, from the timedelta's fields: a little cheaper, and the same floor
+# (days may be negative, seconds and microseconds never are).
 _INLINE[_timestamp_to_connect] = (
-    "{x}.__class__ is datetime and {x}.tzinfo is None", "({x} - EPOCH) // MS")
+    "{x}.__class__ is datetime and {x}.tzinfo is None",
+    "((_d := {x} - EPOCH).days * 86400000 + _d.seconds * 1000 + _d.microseconds // 1000)")
 _INLINE[_to_str] = ("{x}.__class__ is str", "{x}")
 
 
