@@ -79,7 +79,8 @@ def _fetch(conn: Connection, stmt: Any, values: dict[str, Any], *,
     try:
         cursor.execute(sql, params)
         keys: list[str] = [d[0] for d in cursor.description]
-        return keys, cursor.fetchall()
+        with gc_paused(promote=True):  # the rows are tuples of plain values: no cycles
+            return keys, cursor.fetchall()
     except dbapi_error as exc:
         raise sa.exc.DBAPIError.instance(sql, params, exc, dbapi_error) from exc
     finally:
