@@ -4,6 +4,11 @@ A querier is due every ``poll.interval.ms``; when a query fills ``batch.max.rows
 again at once, so a backlog drains at full speed. Incremental modes run one short LIMITed query
 per batch (see ``offsets``); bulk mode streams the whole table through a server-side cursor on
 a connection of its own, a batch per poll, then waits for the next interval.
+
+Reading is the source's hot path, all of it in Python: rows come from the DBAPI cursor as the
+driver makes them (on PostgreSQL, unscaled NUMERICs parsed straight into floats), a function
+generated per table turns a batch into records, and both run with the cyclic GC paused, the
+batch promoted past the young generations (``streamkit.gcpause``).
 """
 
 from __future__ import annotations
