@@ -156,10 +156,9 @@ def main() -> None:
     url = sa.make_url(args.url)
     n = args.rows
     print(f"JDBC connectors vs raw psycopg, {n} rows, best of {args.rounds}; {machine_load()}")
-    rows = tuples(n)
+    recs, rows = records(n) if args.only != "source" else [], tuples(n)
     with psycopg.connect(psycopg_dsn(url)) as conn:
         if args.only != "source":
-            recs = records(n)
             raw_copy = min(bench_raw_copy(conn, rows) for _ in range(args.rounds))
             sink = min(bench_sink(conn, args.url, recs, "insert") for _ in range(args.rounds))
             upsert = min(bench_sink(conn, args.url, recs, "upsert") for _ in range(args.rounds))
