@@ -12,7 +12,7 @@ turning the table into SourceRecords, versus a raw ``SELECT *`` fetched with psy
 Each figure is the best of ``--rounds``. Prints rows/s and the ratio connector/raw
 (target >= 0.5).
 
-Usage: python benchmarks/connect_bench.py [--rows 200000] [--rounds 3]
+Usage: python benchmarks/connect_bench.py [--rows 200000] [--rounds 3] [--only sink|source]
        [--url postgresql+psycopg://postgres@127.0.0.1:5432/test]
 """
 
@@ -149,21 +149,25 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--only", choices=("sink", "source"), help="run one half only")
     parser.add_argument("--url", default=os.environ.get(
         "STREAMKIT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"))
     args = parser.parse_args()
     url = sa.make_url(args.url)
     n = args.rows
     print(f"JDBC connectors vs raw psycopg, {n} rows, best of {args.rounds}; {machine_load()}")
-    recs, rows = records(n), tuples(n)
+    recs, rows = records(n) if args.only != "source" else [], tuples(n)
     with psycopg.connect(psycopg_dsn(url)) as conn:
-        raw_copy = min(bench_raw_copy(conn, rows) for _ in range(args.rounds))
-        sink = min(bench_sink(conn, args.url, recs, "insert") for _ in range(args.rounds))
-        upsert = min(bench_sink(conn, args.url, recs, "upsert") for _ in range(args.rounds))
-        # The sink's input is a million live objects that every garbage collection during the
-        # source's run would walk again: gone before the source is timed.
-        del recs
-        gc.collect()
+        if args.only != "source":
+            raw_copy = min(bench_raw_copy(conn, rows) for _ in range(args.rounds))
+            sink = min(bench_sink(conn, args.url, recs, "insert") for _ in range(args.rounds))
+            upsert = min(bench_sink(conn, args.url, recs, "upsert") for _ in range(args.rounds))
+            # The sink's input is a million live objects that every garbage collection during
+            # the source's run would walk again: gone before the source is timed.
+            del recs
+            gc.collect()
+        if args.only == "sink":
+            return report_sink(n, raw_copy, sink, upsert)
         table = fresh_table(conn, "bench_src")
         try:
             with conn.cursor() as cur, cur.copy(
@@ -178,18 +182,24 @@ def main() -> None:
         finally:
             drop(conn, table)
 
-    def line(what: str, seconds: float, raw: float | None = None) -> None:
-        ratio = f"   ratio {raw / seconds:.2f}" if raw else ""
-        print(f"  {what:<52} {n / seconds:>10,.0f} rows/s{ratio}")
-
-    print("sink into PostgreSQL")
-    line("raw psycopg COPY", raw_copy)
-    line("JdbcSinkTask insert.mode=insert (COPY)", sink, raw_copy)
-    line("JdbcSinkTask insert.mode=upsert (COPY+ON CONFLICT)", upsert, raw_copy)
+    if args.only != "source":
+        report_sink(n, raw_copy, sink, upsert)
     print("source out of PostgreSQL")
-    line("raw psycopg SELECT * fetchall", raw_select)
-    line("JdbcSourceTask mode=incrementing", source, raw_select)
+    line(n, "raw psycopg SELECT * fetchall", raw_select)
+    line(n, "JdbcSourceTask mode=incrementing", source, raw_select)
     print("target: ratio >= 0.5")
+
+
+def line(n: int, what: str, seconds: float, raw: float | None = None) -> None:
+    ratio = f"   ratio {raw / seconds:.2f}" if raw else ""
+    print(f"  {what:<52} {n / seconds:>10,.0f} rows/s{ratio}")
+
+
+def report_sink(n: int, raw_copy: float, sink: float, upsert: float) -> None:
+    print("sink into PostgreSQL")
+    line(n, "raw psycopg COPY", raw_copy)
+    line(n, "JdbcSinkTask insert.mode=insert (COPY)", sink, raw_copy)
+    line(n, "JdbcSinkTask insert.mode=upsert (COPY+ON CONFLICT)", upsert, raw_copy)
 
 
 if __name__ == "__main__":

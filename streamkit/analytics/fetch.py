@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import functools
-import gc
 import itertools
 import time
 from collections.abc import Iterator, Mapping
@@ -32,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from streamkit.analytics.planning import OffsetRange, consumer_config
 from streamkit.analytics.schema import HEADERS_TYPE, record_arrow_schema
+from streamkit.gcpause import gc_paused
 from streamkit.streams.changelog import ChangelogReader
 from streamkit.streams.clients import start_client, stop_client
 
@@ -122,7 +121,7 @@ def _read_raw(client_config: Mapping[str, str], r: OffsetRange, include_headers:
             chunks = reader.read(r.start, r.end)
             try:
                 while True:
-                    with _gc_paused():
+                    with gc_paused():
                         try:
                             chunk = loop.run_until_complete(anext(chunks))
                         except StopAsyncIteration:
@@ -138,20 +137,6 @@ def _read_raw(client_config: Mapping[str, str], r: OffsetRange, include_headers:
             loop.run_until_complete(stop_client(reader))
     finally:
         loop.close()
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic GC off while a chunk's records are parsed into columns: the record
-    objects hold no cycles, and each collection would walk all of them again (about half
-    the read's time otherwise)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _blocks_batch(blocks: list[_Block], r: OffsetRange, schema: pa.Schema,

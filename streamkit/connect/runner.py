@@ -1,21 +1,26 @@
-"""What the source and sink task loops share: a thread for the task's SPI calls, status, and
-the settings a task runs with."""
+"""What the source and sink task loops share: a thread for the task's SPI calls, status, the
+settings a task runs with, and the start/pause/resume/stop of the loop (``TaskRunner``)."""
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from streamkit.connect.config import ValidConfig
 from streamkit.connect.metrics import ConnectMetrics
 from streamkit.connect.status import State, Status, trace_of
+from streamkit.connect.tolerance import ErrorHandler
 
-__all__ = ["RunnerSettings", "TaskLife", "TaskThread", "start_client", "stop_client"]
+__all__ = ["RunnerSettings", "TaskLife", "TaskRunner", "TaskThread", "start_client", "stop_client"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -95,6 +100,59 @@ class TaskLife:
         if self.stop_called.acquire(blocking=False):
             with contextlib.suppress(Exception):
                 stop()
+
+
+class TaskRunner(abc.ABC):
+    """One task's loop (``_run``, until ``_life.stopping``) as an asyncio task, with its status
+    and pause flag. ``stop`` lets the loop end by itself for up to
+    ``task.shutdown.graceful.timeout.ms`` (a second at least), then cancels it."""
+
+    kind: ClassVar[str]  # "source" or "sink", in names and logs
+
+    def __init__(self, settings: RunnerSettings) -> None:
+        self.settings = settings
+        self.id = settings.task_id
+        self.config = settings.task_config
+        self._life = TaskLife(settings.worker_id)
+        self._thread = TaskThread(f"{settings.connector}-{settings.task_id}")
+        self._errors = ErrorHandler(settings.valid.common, settings.connector, settings.task_id)
+        self._loop_task: asyncio.Task[None] | None = None
+
+    def status(self) -> Status:
+        return self._life.status()
+
+    async def start(self, paused: bool = False) -> None:
+        self._life.state = State.RUNNING
+        if paused:
+            self._life.pause()
+        self._loop_task = asyncio.create_task(
+            self._run(), name=f"{self.kind}-{self.settings.connector}-{self.id}")
+
+    def pause(self) -> None:
+        self._life.pause()
+
+    def resume(self) -> None:
+        self._life.resume()
+
+    async def stop(self) -> None:
+        self._life.stopping = True
+        self._life.resumed.set()
+        if self._loop_task is not None:
+            timeout = max(self.settings.shutdown_timeout_ms, 1000) / 1000
+            done, _ = await asyncio.wait({self._loop_task}, timeout=timeout)
+            if not done:
+                log.warning("%s task %s-%d did not stop within %.1f s; cancelling it",
+                            self.kind, self.settings.connector, self.id, timeout)
+                self._loop_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._loop_task
+        if self._life.state != State.FAILED:
+            self._life.state = State.UNASSIGNED
+        self._thread.close()
+
+    @abc.abstractmethod
+    async def _run(self) -> None:
+        """The loop: start the task, then work until ``_life.stopping``; stop the task."""
 
 
 async def start_client(client: Any) -> None:

@@ -28,9 +28,8 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from streamkit.connect.connector import SinkTask
 from streamkit.connect.data import SinkRecord
 from streamkit.connect.errors import DataError
-from streamkit.connect.runner import RunnerSettings, TaskLife, TaskThread, start_client, stop_client
-from streamkit.connect.status import State, Status
-from streamkit.connect.tolerance import ErrorHandler, Stage, error_headers
+from streamkit.connect.runner import RunnerSettings, TaskRunner, start_client, stop_client
+from streamkit.connect.tolerance import Stage, error_headers
 
 __all__ = ["SinkTaskRunner", "sink_group"]
 
@@ -79,20 +78,16 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         await self.runner._assigned({(tp.topic, tp.partition) for tp in assigned})
 
 
-class SinkTaskRunner:
+class SinkTaskRunner(TaskRunner):
+    kind = "sink"
+
     def __init__(self, settings: RunnerSettings, task_class: type[SinkTask]) -> None:
-        self.settings = settings
-        self.id = settings.task_id
-        self.config = settings.task_config
+        super().__init__(settings)
         self._task_class = task_class
-        self._life = TaskLife(settings.worker_id)
-        self._thread = TaskThread(f"{settings.connector}-{settings.task_id}")
-        self._errors = ErrorHandler(settings.valid.common, settings.connector, settings.task_id)
         self._context = _Context()
         self._task: SinkTask | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._dlq: AIOKafkaProducer | None = None
-        self._loop_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._consumed: dict[TP, int] = {}
         self.topics: set[str] = set()  # read from so far (Kafka's active topics, KIP-558)
@@ -103,37 +98,6 @@ class SinkTaskRunner:
         self._sent = settings.metrics.sink_records_sent.labels(*labels)
         self._commits = settings.metrics.offset_commits.labels(*labels)
         self._dlq_count = settings.metrics.deadletterqueue_produce.labels(*labels)
-
-    def status(self) -> Status:
-        return self._life.status()
-
-    async def start(self, paused: bool = False) -> None:
-        self._life.state = State.RUNNING
-        if paused:
-            self._life.pause()
-        self._loop_task = asyncio.create_task(self._run(), name=f"sink-{self.settings.connector}-{self.id}")
-
-    def pause(self) -> None:
-        self._life.pause()
-
-    def resume(self) -> None:
-        self._life.resume()
-
-    async def stop(self) -> None:
-        self._life.stopping = True
-        self._life.resumed.set()
-        if self._loop_task is not None:
-            timeout = max(self.settings.shutdown_timeout_ms, 1000) / 1000
-            done, _ = await asyncio.wait({self._loop_task}, timeout=timeout)
-            if not done:
-                log.warning("sink task %s-%d did not stop within %.1f s; cancelling it",
-                            self.settings.connector, self.id, timeout)
-                self._loop_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._loop_task
-        if self._life.state != State.FAILED:
-            self._life.state = State.UNASSIGNED
-        self._thread.close()
 
     # -- the loop --------------------------------------------------------------------------
 

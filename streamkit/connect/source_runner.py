@@ -34,9 +34,8 @@ from aiokafka import AIOKafkaProducer
 from streamkit.connect.connector import SourceTask
 from streamkit.connect.data import SourceRecord
 from streamkit.connect.offsets import OffsetStore, offset_key, offset_value
-from streamkit.connect.runner import RunnerSettings, TaskLife, TaskThread, start_client, stop_client
-from streamkit.connect.status import State, Status
-from streamkit.connect.tolerance import ErrorHandler, Stage
+from streamkit.connect.runner import RunnerSettings, TaskRunner, start_client, stop_client
+from streamkit.connect.tolerance import Stage
 
 __all__ = ["ExactlyOnce", "SourceTaskRunner", "transactional_id"]
 
@@ -68,20 +67,16 @@ class _Context:
         return self._store.get(self._connector, source_partition)
 
 
-class SourceTaskRunner:
+class SourceTaskRunner(TaskRunner):
+    kind = "source"
+
     def __init__(self, settings: RunnerSettings, task_class: type[SourceTask], offsets: OffsetStore,
                  exactly_once: ExactlyOnce | None = None) -> None:
-        self.settings = settings
+        super().__init__(settings)
         self.exactly_once = exactly_once
-        self.id = settings.task_id
-        self.config = settings.task_config
         self._task_class = task_class
         self._offsets = offsets
-        self._life = TaskLife(settings.worker_id)
-        self._thread = TaskThread(f"{settings.connector}-{settings.task_id}")
-        self._errors = ErrorHandler(settings.valid.common, settings.connector, settings.task_id)
         self._task: SourceTask | None = None
-        self._loop_task: asyncio.Task[None] | None = None
         self._pending: dict[str, tuple[Mapping[str, Any], Mapping[str, Any] | None]] = {}
         self._acked: list[tuple[SourceRecord, Any]] = []  # in the open transaction
         self._in_transaction = False
@@ -91,39 +86,14 @@ class SourceTaskRunner:
         self._written = settings.metrics.source_records_written.labels(*labels)
         self._commits = settings.metrics.offset_commits.labels(*labels)
 
-    def status(self) -> Status:
-        return self._life.status()
-
-    async def start(self, paused: bool = False) -> None:
-        self._life.state = State.RUNNING
-        if paused:
-            self._life.pause()
-        self._loop_task = asyncio.create_task(self._run(), name=f"source-{self.settings.connector}-{self.id}")
-
-    def pause(self) -> None:
-        self._life.pause()
-
-    def resume(self) -> None:
-        self._life.resume()
-
     async def stop(self) -> None:
+        # SourceTask.stop first: it wakes a poll() that waits for data (Kafka Connect's contract)
         self._life.stopping = True
         self._life.resumed.set()
         task = self._task
         if task is not None:
             await asyncio.to_thread(self._life.call_stop_once, task.stop)
-        if self._loop_task is not None:
-            timeout = max(self.settings.shutdown_timeout_ms, 1000) / 1000
-            done, _ = await asyncio.wait({self._loop_task}, timeout=timeout)
-            if not done:
-                log.warning("source task %s-%d did not stop within %.1f s; cancelling it",
-                            self.settings.connector, self.id, timeout)
-                self._loop_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._loop_task
-        if self._life.state != State.FAILED:
-            self._life.state = State.UNASSIGNED
-        self._thread.close()
+        await super().stop()
 
     def _producer(self) -> AIOKafkaProducer:
         s = self.settings

@@ -31,7 +31,9 @@ __all__ = [
     "create_engine",
     "db_utc_now",
     "quote",
+    "read_numeric_as_float",
     "read_type",
+    "reads_numeric_as_float",
     "supports_copy",
     "upsert_statement",
 ]
@@ -48,6 +50,20 @@ def create_engine(url: URL) -> Engine:
 
 def quote(conn: Connection | Engine, name: str) -> str:
     return conn.dialect.identifier_preparer.quote(name)
+
+
+def reads_numeric_as_float(conn: Connection) -> bool:
+    """Whether ``read_numeric_as_float`` works on this connection's driver (psycopg)."""
+    return conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg"
+
+
+def read_numeric_as_float(cursor: Any) -> None:
+    """Make a psycopg cursor read NUMERIC values as floats, parsed straight from the wire text:
+    the float nearest the value, as ``float(Decimal)`` gives, without making the Decimal.
+    Only for cursors whose NUMERIC columns all map to float64 (loaders go by type)."""
+    from psycopg.types.numeric import FloatLoader
+
+    cursor.adapters.register_loader("numeric", FloatLoader)
 
 
 def db_utc_now(conn: Connection) -> dt.datetime:

@@ -4,6 +4,11 @@ A querier is due every ``poll.interval.ms``; when a query fills ``batch.max.rows
 again at once, so a backlog drains at full speed. Incremental modes run one short LIMITed query
 per batch (see ``offsets``); bulk mode streams the whole table through a server-side cursor on
 a connection of its own, a batch per poll, then waits for the next interval.
+
+Reading is the source's hot path, all of it in Python: rows come from the DBAPI cursor as the
+driver makes them (on PostgreSQL, unscaled NUMERICs parsed straight into floats), a function
+generated per table turns a batch into records, and both run with the cyclic GC paused, the
+batch promoted past the young generations (``streamkit.gcpause``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import types as sat
 from sqlalchemy.engine import Connection, CursorResult, Engine
 
 from streamkit.connect.data import TIMESTAMP, Field, Schema, SourceRecord
@@ -29,9 +35,10 @@ from streamkit.connect.jdbc.schema import (
     column_schema,
     datetime_to_micros,
     infer_value_schema,
-    inline_expression,
+    inline_nullable,
     to_connect_converter,
 )
+from streamkit.gcpause import gc_paused
 
 __all__ = ["Querier", "split_table_name"]
 
@@ -60,9 +67,11 @@ def _timestamp_us(value: Any) -> int | None:
     return datetime_to_micros(value)
 
 
-def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[str], Sequence[Any]]:
+def _fetch(conn: Connection, stmt: Any, values: dict[str, Any], *,
+           numeric_as_float: bool = False) -> tuple[list[str], Sequence[Any]]:
     """Run ``stmt`` on the DBAPI cursor and fetch every row as the driver gives it: SQLAlchemy's
-    Result costs more per row than the rest of a record's making."""
+    Result costs more per row than the rest of a record's making. ``numeric_as_float``: see
+    ``dialects.read_numeric_as_float``."""
     compiled = stmt.compile(dialect=conn.dialect)
     sql = str(compiled)
     params: Any = compiled.construct_params(values)
@@ -70,10 +79,13 @@ def _fetch(conn: Connection, stmt: Any, values: dict[str, Any]) -> tuple[list[st
         params = tuple(params[name] for name in compiled.positiontup or ())
     dbapi_error = conn.dialect.loaded_dbapi.Error
     cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    if numeric_as_float:
+        dialects.read_numeric_as_float(cursor)
     try:
         cursor.execute(sql, params)
         keys: list[str] = [d[0] for d in cursor.description]
-        return keys, cursor.fetchall()
+        with gc_paused(promote=True):  # the rows are tuples of plain values: no cycles
+            return keys, cursor.fetchall()
     except dbapi_error as exc:
         raise sa.exc.DBAPIError.instance(sql, params, exc, dbapi_error) from exc
     finally:
@@ -113,6 +125,7 @@ class Querier:
         self._key_schema: Schema | None = None
         self._value_schema: Schema | None = None
         self._inferred: dict[str, Schema] = {}
+        self._numeric_as_float = False
         self._select = ""
         self._build: _Build | None = None
         self._bulk: _BulkScan | None = None
@@ -140,11 +153,15 @@ class Querier:
             self._columns = []
             return
         schema_name, name = split_table_name(self._table)
+        # Only the columns and the primary key: a whole Table's reflection (indexes, foreign
+        # keys, constraints...) takes several times as many queries.
+        inspector = sa.inspect(conn)
         try:
-            table = sa.Table(name, sa.MetaData(), schema=schema_name, autoload_with=conn)
+            reflected = inspector.get_columns(name, schema=schema_name)
         except sa.exc.NoSuchTableError as exc:
             raise ConnectError(f"table {self._table!r} does not exist") from exc
-        by_name = {c.name: c for c in table.columns}
+        pk: list[str] = inspector.get_pk_constraint(name, schema=schema_name)["constrained_columns"]
+        by_name = {c["name"]: c for c in reflected}
         needed = list(config.timestamp_column_name)
         if config.incrementing_column_name:
             needed.append(config.incrementing_column_name)
@@ -154,23 +171,30 @@ class Querier:
             for col in needed:
                 if col not in by_name:
                     raise ConnectError(f"table {self._table!r} has no column {col!r}")
-                if (config.validate_non_null and by_name[col].nullable
-                        and not by_name[col].primary_key
+                if (config.validate_non_null and by_name[col]["nullable"] and col not in pk
                         and col not in may_be_null):
                     raise ConnectError(
                         f"column {col!r} of {self._table!r} is nullable; make it NOT NULL or "
                         "set validate.non.null=false")
         columns: list[_Column] = []
-        for column in table.columns:
-            s = column_schema(column.type, bool(column.nullable) and not column.primary_key)
+        for column in reflected:
+            s = column_schema(column["type"], bool(column["nullable"]) and column["name"] not in pk)
             if s is None:
                 log.warning("column %s.%s of type %s has no Connect type; left out",
-                            self._table, column.name, column.type)
-            columns.append(_Column(column.name, s, to_connect_converter(s) if s else None))
+                            self._table, column["name"], column["type"])
+            columns.append(_Column(column["name"], s, to_connect_converter(s) if s else None))
         self._columns = columns
+        # NUMERIC without a scale maps to float64; with a scale, to Decimal. When the table
+        # has only the former, and the incrementing column (whose offsets must be exact) is
+        # not one, the driver may parse them straight into floats.
+        numerics = [c for c, r in zip(columns, reflected, strict=True)
+                    if isinstance(r["type"], sat.Numeric) and not isinstance(r["type"], sat.Float)]
+        self._numeric_as_float = bool(
+            numerics and dialects.reads_numeric_as_float(conn)
+            and all(c.schema is not None and c.schema.type == "float64" for c in numerics)
+            and config.incrementing_column_name not in {c.name for c in numerics})
         self._value_schema = Schema("struct", name=name, fields=tuple(
             Field(c.name, c.schema) for c in columns if c.schema is not None))
-        pk = [c.name for c in table.primary_key.columns]
         index = {c.name: i for i, c in enumerate(columns)}
         if pk and all(columns[index[p]].schema is not None for p in pk):
             self._key_indexes = [index[p] for p in pk]
@@ -212,6 +236,10 @@ class Querier:
         if config.mode == "bulk":
             return self._poll_bulk()
         with self._engine.connect() as conn:
+            if self._backend == "postgresql":
+                # Under PostgreSQL's READ COMMITTED each statement reads a snapshot of its own
+                # anyway; without a transaction there is no BEGIN and ROLLBACK around them.
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
             if self._columns is None:
                 self._describe(conn)
             sql, params = build_query(
@@ -219,16 +247,17 @@ class Querier:
                 ts_expr=self._ts_expr, offset=self.offset, limit=config.batch_max_rows,
                 tiebreak=self._tiebreak)
             stmt, values = self._statement(sql, params, self.offset, conn)
-            keys, rows = _fetch(conn, stmt, values)
+            keys, rows = _fetch(conn, stmt, values, numeric_as_float=self._numeric_as_float)
             full = len(rows) >= config.batch_max_rows
+            offsets: Sequence[dict[str, int]] | None = None  # incrementing: made with the records
             if config.mode == "timestamp":
                 rows, offsets = self._timestamp_batch(conn, keys, rows, full)
-            else:
+            elif config.mode == "timestamp+incrementing":
                 offsets = self._exact_offsets(keys, rows)
         self.next_due_ms = self._now_ms() + (0 if full else config.poll_interval_ms)
         records = self._records(keys, rows, offsets)
-        if offsets:
-            self.offset = Offset.from_dict(offsets[-1])
+        if records:
+            self.offset = Offset.from_dict(records[-1].source_offset)
         return records
 
     def _index(self, keys: Sequence[str], name: str) -> int:
@@ -251,11 +280,9 @@ class Querier:
         return row_ts
 
     def _exact_offsets(self, keys: Sequence[str], rows: Sequence[Any]) -> list[dict[str, int]]:
-        """Each row's offset, as the dict it is stored as (``Offset.to_dict``'s layout, built
-        directly: this runs once per row)."""
+        """timestamp+incrementing: each row's offset, as the dict it is stored as
+        (``Offset.to_dict``'s layout, built directly: this runs once per row)."""
         inc_i = self._index(keys, self._config.incrementing_column_name)
-        if self._config.mode == "incrementing":
-            return [{"incrementing": int(row[inc_i])} for row in rows]
         row_ts = self._row_ts(keys)
         out = []
         for row in rows:
@@ -273,7 +300,8 @@ class Querier:
             order = ", ".join(f"{o} ASC" for o in self._tiebreak)
             sql = f"{self._select} WHERE {self._ts_expr} = :grp" + (f" ORDER BY {order}" if order else "")
             stmt, _ = self._statement(sql, (), self.offset, conn)
-            _, rows = _fetch(conn, stmt, {"grp": self._bind_ts(stamps[0])})
+            _, rows = _fetch(conn, stmt, {"grp": self._bind_ts(stamps[0])},
+                             numeric_as_float=self._numeric_as_float)
             stamps = [row_ts(r) for r in rows]
             full = False
         n, offsets = group_offsets(stamps, self.offset, full)
@@ -336,18 +364,20 @@ class Querier:
             columns.append(_Column(name, s, to_connect_converter(s)))
         return columns
 
-    def _builder(self, columns: Sequence[_Column]) -> _Build:
+    def _builder(self, columns: Sequence[_Column], width: int, inc_index: int | None) -> _Build:
         """(rows, offsets, ...) -> records, generated so that the loop over a batch's rows
-        runs without a call per row besides the record's own: the source's hot path.
+        runs without a call per row besides the record's own: the source's hot path. Each
+        row (``width`` values: ``columns``, then any extra ones) is unpacked into locals.
+        With ``inc_index`` (incrementing mode) each record's offset is made in the loop from
+        that column (``Offset.to_dict``'s layout) and ``offsets`` is not read.
         Only column names (as repr literals) enter the code."""
         namespace: dict[str, Any] = dict(INLINE_GLOBALS)
 
         def expr(i: int, c: _Column) -> str:
             if c.convert is None:
-                return f"row[{i}]"
+                return f"x{i}"
             namespace[f"c{i}"] = c.convert
-            converted = inline_expression(c.convert, f"x{i}", f"c{i}")
-            return f"(None if (x{i} := row[{i}]) is None else {converted})"
+            return inline_nullable(c.convert, f"x{i}", f"c{i}")
 
         value = ", ".join(f"{c.name!r}: {expr(i, c)}" for i, c in enumerate(columns)
                           if c.schema is not None)
@@ -355,24 +385,36 @@ class Querier:
         if self._key_indexes:
             key = "{" + ", ".join(f"{columns[i].name!r}: {expr(i, columns[i])}"
                                   for i in self._key_indexes) + "}"
+        row = "(" + "".join(f"x{i}, " for i in range(width)) + ")"
+        offset, loop = "offset", f"{row}, offset in zip(rows, offsets)"
+        if inc_index is not None:
+            x = f"x{inc_index}"
+            offset = f"{{'incrementing': ({x} if {x}.__class__ is int else int({x}))}}"
+            loop = f"{row} in rows"
         exec("def build(rows, offsets, record, partition, topic, value_schema, key_schema):\n"
-             f"    return [record(partition, offset, topic, {{{value}}}, {key}, value_schema,"
+             f"    return [record(partition, {offset}, topic, {{{value}}}, {key}, value_schema,"
              " key_schema)\n"
-             "            for row, offset in zip(rows, offsets)]\n", namespace)
+             f"            for {loop}]\n", namespace)
         return namespace["build"]  # type: ignore[no-any-return]
 
     def _records(self, keys: Sequence[str], rows: Sequence[Any],
-                 offsets: Sequence[dict[str, int]]) -> list[SourceRecord]:
+                 offsets: Sequence[dict[str, int]] | None) -> list[SourceRecord]:
+        """The records of ``rows``; ``offsets`` are theirs, None in incrementing mode (the
+        builder makes them from the incrementing column)."""
         if not rows:
             return []
         value_schema = self._value_schema
         build = self._build
+        inc_index = None
+        if offsets is None:
+            inc_index = self._index(keys, self._config.incrementing_column_name)
         if not self._columns:  # query mode: columns known from the result
             columns = self._query_columns(keys[:-1] if self._extra else keys, rows)
             value_schema = Schema("struct", fields=tuple(
                 Field(c.name, c.schema) for c in columns if c.schema is not None))
-            build = self._builder(columns)
+            build = self._builder(columns, len(keys), inc_index)
         elif build is None:
-            build = self._build = self._builder(self._columns)
-        return build(rows, offsets, SourceRecord, self.partition, self.topic, value_schema,
-                     self._key_schema)
+            build = self._build = self._builder(self._columns, len(keys), inc_index)
+        with gc_paused(promote=True):
+            return build(rows, offsets, SourceRecord, self.partition, self.topic, value_schema,
+                         self._key_schema)

@@ -13,6 +13,7 @@ through a staging table, see ``dialects.copy_upsert``).
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -137,9 +138,10 @@ class TableWriter:
             return
         key_at = [names.index(k) for k in shape.key]
         if mode == "upsert":
-            if len(rows) > 1:
+            if len(rows) > 1 and key_at:
                 # One statement may not touch a row twice (PostgreSQL); the last write wins.
-                rows = list({tuple(r[i] for i in key_at): r for r in rows}.values())
+                key_of = operator.itemgetter(*key_at)
+                rows = list({key_of(r): r for r in rows}.values())
             if dialects.supports_copy(conn.dialect.name):
                 dialects.copy_upsert(conn, table, names, shape.key, rows)
                 return

@@ -1,13 +1,17 @@
-"""The JDBC connectors' pure parts: URLs, offsets and the incremental queries."""
+"""The JDBC connectors' pure parts: URLs, offsets, the incremental queries, converters."""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+
 import pytest
 
-from streamkit.connect.data import DECIMAL, Field, Schema, SinkRecord
+from streamkit.connect.data import DECIMAL, TIMESTAMP, Field, Schema, SinkRecord
 from streamkit.connect.errors import ConfigError
 from streamkit.connect.jdbc.fields import shape_key
 from streamkit.connect.jdbc.offsets import Offset, build_query, group_offsets
+from streamkit.connect.jdbc.schema import INLINE_GLOBALS, inline_nullable, to_connect_converter
 from streamkit.connect.jdbc.urls import to_sqlalchemy_url
 
 
@@ -85,3 +89,28 @@ def test_equal_schemas_in_new_objects_share_one_shape_key() -> None:
     assert shape_key(rec(schema(), {})) != shape_key(rec(other, {}))
     assert shape_key(rec(None, {"a": 1})) == shape_key(rec(None, {"a": 2}))
     assert shape_key(rec(None, {"a": 1})) != shape_key(rec(None, {"a": "x"}))
+
+
+def test_inlined_converters_give_what_the_converters_give() -> None:
+    """The generated per-row code's fast paths (schema.inline_nullable) agree with the
+    converters on every kind of value, around the epoch and its millisecond boundaries."""
+    epoch = dt.datetime(1970, 1, 1)
+    plus_two = dt.timezone(dt.timedelta(hours=2))
+    cases = [
+        (Schema("int64", name=TIMESTAMP), [
+            *(epoch + dt.timedelta(microseconds=u) for u in (
+                -1, -999, -1000, -1001, 0, 1, 999, 1000, 1500, -86_400_000_001, 10**15 + 999)),
+            "2024-01-01 00:00:00.5", dt.datetime(2024, 1, 1, 2, tzinfo=plus_two)]),
+        (Schema("string"), ["a", 7]),
+        (Schema("float64"), [0.5, decimal.Decimal("0.1")]),
+        (Schema("bytes", name=DECIMAL, parameters={"scale": "2"}), [
+            decimal.Decimal("1.25"), 1.5, "2"]),
+    ]
+    for schema, values in cases:
+        convert = to_connect_converter(schema)
+        assert convert is not None
+        namespace = dict(INLINE_GLOBALS, c=convert)
+        exec(f"def f(x):\n    return {inline_nullable(convert, 'x', 'c')}\n", namespace)
+        for value in [*values, None]:
+            want = None if value is None else convert(value)
+            assert namespace["f"](value) == want, (schema, value)

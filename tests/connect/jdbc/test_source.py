@@ -418,3 +418,55 @@ def test_rows_committed_by_a_concurrent_writer_arrive_once_each(db: Database) ->
         task.stop()
     assert not errors
     assert ids(got) == list(range(1, 101))
+
+
+def test_numerics_without_scale_read_as_floats_beside_exact_decimals_and_offsets(
+        db: Database) -> None:
+    """NUMERIC without a scale is float64 (the float nearest the stored value), a scaled one
+    beside it stays an exact Decimal, and an unscaled incrementing column keeps exact offsets
+    (MariaDB has no unscaled NUMERIC: there the columns are DECIMAL(30, 0))."""
+    unscaled = sa.Numeric().with_variant(mysql.DECIMAL(30, 0), "mysql")
+    texts = ["0.1", "2.5", "1234.5678"]
+    floats = sa.Table(db.table_name("num_f"), sa.MetaData(),
+                      sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+                      sa.Column("amount", unscaled))
+    mixed = sa.Table(db.table_name("num_m"), sa.MetaData(),
+                     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+                     sa.Column("amount", unscaled), sa.Column("price", sa.Numeric(38, 10)))
+    seq = sa.Table(db.table_name("num_s"), sa.MetaData(),
+                   sa.Column("seq", unscaled, primary_key=True))
+    for t in (floats, mixed, seq):
+        t.create(db.engine)
+    db.execute(sa.insert(floats), [{"id": i, "amount": decimal.Decimal(x)}
+                                   for i, x in enumerate(texts, 1)] + [{"id": 4, "amount": None}])
+    # More digits than a float holds (SQLite keeps NUMERIC as a float or an integer itself).
+    price = "12.3400000000" if db.kind == "sqlite" else "12345678901234567890.1234567891"
+    db.execute(f"INSERT INTO {mixed.name} (id, amount, price) VALUES (1, 0.1, {price})")
+    big = 2**60 + 1  # no float holds it
+    db.execute(f"INSERT INTO {seq.name} (seq) VALUES ({big})")  # literal: a bind may go via float
+
+    def read(t: sa.Table, inc: str, n: int) -> list:
+        store = OffsetStore()
+        task = start_source(config(db, t, "incrementing", **{"incrementing.column.name": inc}),
+                            store)
+        try:
+            return poll_until(task, store, lambda got: len(got) >= n)
+        finally:
+            task.stop()
+
+    def expected(record: object, field: str, text: str) -> object:
+        schema = record.value_schema.field(field).schema  # type: ignore[attr-defined]
+        if schema.type == "float64":
+            return float(decimal.Decimal(text))
+        quantum = decimal.Decimal(1).scaleb(-int(schema.parameters["scale"]))
+        return decimal.Decimal(text).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+
+    got = read(floats, "id", 4)
+    assert [r.value["amount"] for r in got] == [expected(got[0], "amount", x) for x in texts] + [None]
+    (row,) = read(mixed, "id", 1)
+    assert row.value["amount"] == expected(row, "amount", "0.1")
+    assert str(row.value["price"]) == price
+    (row,) = read(seq, "seq", 1)
+    assert row.source_offset == {"incrementing": big}
+    if db.kind == "postgresql":
+        assert type(got[0].value["amount"]) is float
