@@ -238,3 +238,35 @@ async def test_aborted_changelog_writes_never_reach_a_restored_store(make_app: A
     finally:
         await runtime.stop()
     assert runtime.failure is None
+
+
+async def test_global_table_writes_commit_with_the_task(make_app: Any, probe: Probe) -> None:
+    """A global table written by an agent under exactly-once: the write is on the changelog
+    at once, in the task's open transaction, and every worker's copy (read committed) sees it
+    only when that transaction commits with the input offset that led to it."""
+    app: App = make_app(config={**EXACTLY_ONCE, "commit.interval.ms": 600_000})  # explicit commits only
+    words = app.topic(f"{app.id}-in", value_type=str, partitions=1)
+    seen = app.GlobalTable("seen", partitions=1)
+
+    @app.agent(words)
+    async def remember(stream: Any) -> None:
+        async for event in stream.events():
+            seen[event.key] = event.value
+
+    await probe.create_topic(words.name, 1)
+    runtime = await app.start()
+    try:
+        await probe.produce(words.name, b"hello", key=b"k")
+
+        async def written() -> bool:
+            return len(await probe.read(seen.changelog.name)) == 1
+
+        await eventually(written, "the write on the changelog (uncommitted)")
+        assert await probe.read(seen.changelog.name, read_committed=True) == []
+        assert seen.get("k") is None  # the follower reads committed records only
+        await runtime.commit()
+        await eventually(lambda: seen.get("k") == "hello", "the write visible once committed")
+        assert await probe.committed(app.id) != {}
+    finally:
+        await runtime.stop()
+    assert runtime.failure is None
