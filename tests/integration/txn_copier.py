@@ -11,8 +11,10 @@ between the produce and the commit). It exits 0 once every input partition is co
 saw at start, and 1 on any error: the harness just starts it again (crash-only), and the new
 instance's init_transactions fences the old one and aborts its open transaction. A watchdog
 ends it (exit 3) when no transaction completes for WATCHDOG_S: after a broker restart
-librdkafka 2.x sometimes never reconnects the connection a TxnOffsetCommit waits for, and a
-crash-only copier treats a stuck client like any other failure.
+librdkafka 2.x's send_offsets_to_transaction sometimes waits for ever on a coordinator
+request (confluentinc/librdkafka#5456: that request's timeout is never checked; #5511: its
+state machine is not re-triggered once the cached coordinator is gone), and a crash-only
+copier treats a stuck client like any other failure.
 """
 
 from __future__ import annotations

@@ -145,6 +145,18 @@ class Querier:
 
     # -- schema ----------------------------------------------------------------------------
 
+    def prepare(self) -> None:
+        """Connect and describe the table now, as Confluent's task does at start: a missing
+        table or column fails the task at once, and the first poll only reads. A database
+        that cannot be reached yet is left to the polls, which retry."""
+        if self._columns is not None:
+            return
+        try:
+            with self._engine.connect() as conn:
+                self._describe(conn)
+        except sa.exc.OperationalError as exc:
+            log.warning("cannot describe %s yet (%s); the first poll will", self.partition, exc)
+
     def _describe(self, conn: Connection) -> None:
         config = self._config
         q = dialects.quote

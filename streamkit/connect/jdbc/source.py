@@ -118,12 +118,17 @@ class JdbcSourceTask(SourceTask):
         sources: list[str | None] = [None] if cfg.query else list(cfg.tables or cfg.included)
         if not sources:
             raise ConnectError("tables: a JDBC source task needs tables (or query) to read")
-        for table in sources:
-            partition = {"table": table} if table is not None else {"query": cfg.query}
-            stored = self.context.offset(partition) if self.context is not None else None
-            offset = Offset() if cfg.mode == "bulk" else Offset.from_dict(stored)
-            self._queriers.append(Querier(self._engine, cfg, table=table, offset=offset,
-                                          now_ms=self._now_ms))
+        try:
+            for table in sources:
+                partition = {"table": table} if table is not None else {"query": cfg.query}
+                stored = self.context.offset(partition) if self.context is not None else None
+                offset = Offset() if cfg.mode == "bulk" else Offset.from_dict(stored)
+                querier = Querier(self._engine, cfg, table=table, offset=offset, now_ms=self._now_ms)
+                querier.prepare()  # a missing table or column fails the start
+                self._queriers.append(querier)
+        except BaseException:
+            self.stop()
+            raise
 
     def poll(self) -> Sequence[SourceRecord]:
         if not self._queriers:

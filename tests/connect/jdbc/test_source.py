@@ -11,9 +11,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from streamkit.connect.data import DATE, DECIMAL, TIMESTAMP
-from streamkit.connect.errors import ConfigError, ConnectError
+from streamkit.connect.errors import ConfigError, ConnectError, RetriableError
 from streamkit.connect.jdbc.config import JdbcSourceConfig, parse_config
-from streamkit.connect.jdbc.source import JdbcSourceConnector
+from streamkit.connect.jdbc.source import JdbcSourceConnector, JdbcSourceTask
 from tests.connect.jdbc.databases import Database
 from tests.connect.jdbc.driver import OffsetStore, poll_until, start_source
 
@@ -257,18 +257,13 @@ def test_value_schema_types_and_primary_key(db: Database) -> None:
     assert record.value_schema.field("big").schema.optional
 
 
-def test_nullable_incrementing_column_is_refused(db: Database) -> None:
+def test_nullable_incrementing_column_is_refused_at_start(db: Database) -> None:
     name = db.table_name("nullable")
     sa.Table(name, sa.MetaData(), sa.Column("pk", sa.Integer, primary_key=True),
              sa.Column("seq", sa.Integer, nullable=True)).create(db.engine)
-    store = OffsetStore()
-    task = start_source({"connection.url": db.url, "mode": "incrementing", "topic.prefix": "",
-                         "incrementing.column.name": "seq", "table.whitelist": name}, store)
-    try:
-        with pytest.raises(ConnectError, match="nullable"):
-            task.poll()
-    finally:
-        task.stop()
+    with pytest.raises(ConnectError, match="nullable"):
+        start_source({"connection.url": db.url, "mode": "incrementing", "topic.prefix": "",
+                      "incrementing.column.name": "seq", "table.whitelist": name}, OffsetStore())
 
 
 def test_task_configs_spread_tables_and_honour_the_exclude_list(db: Database) -> None:
@@ -470,3 +465,17 @@ def test_numerics_without_scale_read_as_floats_beside_exact_decimals_and_offsets
     assert row.source_offset == {"incrementing": big}
     if db.kind == "postgresql":
         assert type(got[0].value["amount"]) is float
+
+
+def test_a_database_down_at_start_is_left_to_the_polls_which_retry() -> None:
+    """The task describes its tables at start; a database it cannot reach yet does not fail
+    the start: the polls raise RetriableError (the runtime retries them) until it answers."""
+    task = JdbcSourceTask()
+    task.initialize(OffsetStore())
+    task.start({"connection.url": "jdbc:postgresql://127.0.0.1:1/test", "mode": "incrementing",
+                "incrementing.column.name": "id", "topic.prefix": "", "tables": "orders"})
+    try:
+        with pytest.raises(RetriableError, match="orders"):
+            task.poll()
+    finally:
+        task.stop()
