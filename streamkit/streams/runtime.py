@@ -162,7 +162,6 @@ class BadRecordError(StartupError):
     the message says how to skip it."""
 
 
-
 def tables_used(fn: Any, tables: Iterable[Table]) -> list[Table]:
     """The tables among ``tables`` that ``fn`` names: its globals, closure cells, and those
     of the functions and comprehensions defined in it (windowed views count as their table)."""
@@ -223,7 +222,7 @@ class Runtime:
         self._agent_tasks: list[asyncio.Task[None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.tasks = TaskManager(lambda: self.app.tables.values(), app_id=app.id, bootstrap=lambda: self.bootstrap,
-                                 read_committed=self.settings.exactly_once, on_failure=self._fail_quietly)
+                                 read_committed=self.settings.exactly_once, on_failure=self._fail)
         # Reads of committed offsets for lag: stop() ends them before closing the consumer;
         # one still retrying afterwards reconnected through the closed client and leaked.
         self._lookups: set[asyncio.Task[None]] = set()
@@ -594,12 +593,6 @@ class Runtime:
     def _fail(self, exc: BaseException) -> None:
         if isinstance(exc, DeliveryError):
             log.error("%s", exc)  # the message says it all; a traceback would bury it
-        if self.failure is None:
-            self.failure = exc
-        self._spawn(self.stop())
-
-    def _fail_quietly(self, exc: BaseException) -> None:
-        """A failure already logged (a restore's): recorded, and the worker stops."""
         if self.failure is None:
             self.failure = exc
         self._spawn(self.stop())
