@@ -53,6 +53,38 @@ def decode_assignment(data: bytes) -> dict[str, list[int]]:
     return out
 
 
+def decode_owned(subscription: bytes) -> dict[str, list[int]] | None:
+    """The partitions a member says it owns when it joins (ConsumerProtocolSubscription v1+:
+    int16 version, [string topic], bytes user_data, [string topic, [int32 partition]] owned);
+    None for version 0, which has no such field."""
+    if len(subscription) < 2:
+        return None
+    (version,) = struct.unpack_from(">h", subscription, 0)
+    if version < 1:
+        return None
+    pos = 2
+    (topics,) = struct.unpack_from(">i", subscription, pos)
+    pos += 4
+    for _ in range(max(topics, 0)):
+        (length,) = struct.unpack_from(">h", subscription, pos)
+        pos += 2 + length
+    (user_data,) = struct.unpack_from(">i", subscription, pos)
+    pos += 4 + max(user_data, 0)
+    (count,) = struct.unpack_from(">i", subscription, pos)
+    pos += 4
+    owned: dict[str, list[int]] = {}
+    for _ in range(max(count, 0)):
+        (length,) = struct.unpack_from(">h", subscription, pos)
+        pos += 2
+        topic = subscription[pos : pos + length].decode()
+        pos += length
+        (n,) = struct.unpack_from(">i", subscription, pos)
+        pos += 4
+        owned.setdefault(topic, []).extend(struct.unpack_from(f">{n}i", subscription, pos))
+        pos += 4 * n
+    return owned
+
+
 def group_history(data_dir: Path, group: str,
                   offsets_partitions: int = int(TEST_SETTINGS["offsets.topic.num.partitions"])) -> list[GroupMetadataValue]:
     """The group's metadata records in the order the broker wrote them (tombstones left out)."""
@@ -72,6 +104,9 @@ class Generation:
     generation_id: int
     owners: dict[int, str]  # partition -> owner (group.instance.id, else member id)
     members: frozenset[str]
+    # Per member: the partitions it said it owned when it joined this generation (None: a
+    # version-0 subscription, which does not say).
+    claimed: dict[str, list[int] | None]
 
 
 def _owner(member_id: str, instance_id: str | None) -> str:
@@ -106,14 +141,28 @@ def check_generations(data_dir: Path, group: str, topic: str, partitions: int,
             missing = sorted(set(range(partitions)) - set(owned))
             assert not missing, f"{where}: partitions {missing} owned by nobody ({_describe(value)})"
         members = frozenset(_owner(m.member_id, m.group_instance_id) for m in value.members)
-        history.append(Generation(value.generation_id, owners, members))
+        claimed: dict[str, list[int] | None] = {}
+        for m in value.members:
+            said = decode_owned(m.subscription)
+            claimed[_owner(m.member_id, m.group_instance_id)] = None if said is None else said.get(topic, [])
+        history.append(Generation(value.generation_id, owners, members, claimed))
     if cooperative:
+        assert any(c is not None for g in history for c in g.claimed.values()), (
+            f"group {group}: no member listed its owned partitions (cooperative clients send v1+ subscriptions)")
         for before, after in itertools.pairwise(history):
             for p, owner in after.owners.items():
                 previous = before.owners.get(p)
-                assert previous in (None, owner) or previous not in after.members, (
-                    f"group {group}: partition {p} moved from {previous} (still a member) to {owner} between "
-                    f"generations {before.generation_id} and {after.generation_id} without being revoked")
+                if previous in (None, owner) or previous not in after.members:
+                    continue
+                # The previous generation handed ``p`` to ``previous``, but a member owns what
+                # it received: one whose SyncGroup lost the race with the next rebalance
+                # never got it, and says so when it rejoins (cooperative subscriptions list
+                # the partitions owned). A partition still claimed must not move.
+                claim = after.claimed.get(previous)
+                assert claim is not None and p not in claim, (
+                    f"group {group}: partition {p} moved from {previous} (still a member, claiming "
+                    f"{claim}) to {owner} between generations {before.generation_id} and "
+                    f"{after.generation_id} without being revoked")
     return history
 
 
