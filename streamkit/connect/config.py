@@ -30,6 +30,7 @@ __all__ = [
     "CommonConfig",
     "ValidConfig",
     "converter_settings",
+    "patched",
     "validate_config",
     "validation_report",
 ]
@@ -307,3 +308,15 @@ def validation_report(config: Mapping[str, Any], registry: PluginRegistry,
     name = cls.__name__ if cls is not None else str(raw.get("connector.class", ""))
     return {"name": name, "error_count": sum(len(c["value"]["errors"]) for c in configs),
             "groups": [g for g, _ in models], "configs": configs}
+
+
+def patched(config: Mapping[str, str], patch: Mapping[str, Any]) -> dict[str, str]:
+    """``config`` with ``patch`` applied, as Kafka Connect's PATCH /connectors/{name}/config:
+    a key set to null is removed, any other is set."""
+    out = dict(config)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out

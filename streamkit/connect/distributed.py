@@ -51,7 +51,7 @@ from streamkit.connect.cluster_state import (
     assign_units,
     config_hash,
 )
-from streamkit.connect.config import ValidConfig, validate_config, validation_report
+from streamkit.connect.config import ValidConfig, patched, validate_config, validation_report
 from streamkit.connect.connector import Connector, SinkConnector, SourceConnector
 from streamkit.connect.errors import ConfigError
 from streamkit.connect.herder import HerderError, _entry, _sink_partition, source_offset_changes
@@ -513,13 +513,7 @@ class DistributedHerder:
         return not exists, self.info(name)
 
     async def patch_config(self, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
-        current = self.config(name)
-        for key, value in patch.items():
-            if value is None:
-                current.pop(key, None)
-            else:
-                current[key] = value
-        return (await self.put_config(name, current))[1]
+        return (await self.put_config(name, patched(self.config(name), patch)))[1]
 
     async def delete(self, name: str) -> None:
         self._require(name)

@@ -41,8 +41,7 @@ class DistributedWorker:
     @property
     def url(self) -> str:
         assert self._http is not None, "not started"
-        host = "127.0.0.1" if self._http.host in ("0.0.0.0", "") else self._http.host
-        return f"http://{host}:{self.port}"
+        return self._http.url
 
     async def start(self) -> None:
         host, port = self.worker.rest_address()

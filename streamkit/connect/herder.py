@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamkit.connect import kafka_ops
-from streamkit.connect.config import ValidConfig, validate_config, validation_report
+from streamkit.connect.config import ValidConfig, patched, validate_config, validation_report
 from streamkit.connect.connector import Connector, SinkConnector, SourceConnector
 from streamkit.connect.errors import ConfigError
 from streamkit.connect.metrics import ConnectMetrics
@@ -191,13 +191,7 @@ class Herder:
         return existing is None, self.info(name)
 
     async def patch_config(self, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
-        current = self.config(name)
-        for key, value in patch.items():
-            if value is None:
-                current.pop(key, None)
-            else:
-                current[key] = value
-        _created, info = await self.put_config(name, current)
+        _created, info = await self.put_config(name, patched(self.config(name), patch))
         return info
 
     async def delete(self, name: str) -> None:

@@ -36,6 +36,12 @@ class HttpServer:
         self._server = _Server(config)
         self._task: asyncio.Task[None] | None = None
 
+    @property
+    def url(self) -> str:
+        """Where a local client reaches it (a wildcard bind is reached on the loopback)."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}"
+
     async def start(self) -> None:
         self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]), name="connect-rest")
         while not self._server.started:

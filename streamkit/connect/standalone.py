@@ -71,8 +71,8 @@ class StandaloneWorker:
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self._http_host in ("0.0.0.0", "") else self._http_host
-        return f"http://{host}:{self.port}"
+        assert self._http is not None, "not started"
+        return self._http.url
 
     async def start(self) -> None:
         herder = Herder(self.worker, self.registry, self.offsets, self.metrics)

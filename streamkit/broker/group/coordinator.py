@@ -466,12 +466,25 @@ class GroupCoordinator:
             group = self._get_or_create(group_id)
             if member_id in group.members:
                 group.members[member_id].last_heartbeat_ms = now
+        records, accepted, results = self._offset_records(group_id, offsets, now)
+        if records:
+            self.store.append(self._partition(group_id), build_batch(records))
+            cache = self.offsets.setdefault(group_id, {})
+            for tp, value in accepted:
+                cache[tp] = value
+        return ErrorCode.none, results
+
+    def _offset_records(self, group_id: str, offsets: list[CommitRequest], now: int) -> tuple[
+            list[Record], list[tuple[TopicPartition, OffsetCommitValue]], dict[TopicPartition, ErrorCode]]:
+        """The offset-commit records of ``offsets`` (plain or transactional), the values they
+        carry, and each partition's result: metadata longer than offset.metadata.max.bytes
+        (Kafka counts String.length()) is refused with OFFSET_METADATA_TOO_LARGE."""
         results: dict[TopicPartition, ErrorCode] = {}
         records = []
         accepted: list[tuple[TopicPartition, OffsetCommitValue]] = []
         for c in offsets:
             metadata = c.metadata or ""
-            if _java_length(metadata) > self.metadata_max_bytes:  # Kafka: String.length()
+            if _java_length(metadata) > self.metadata_max_bytes:
                 results[(c.topic, c.partition)] = ErrorCode.offset_metadata_too_large
                 continue
             value = OffsetCommitValue(c.offset, c.leader_epoch, metadata, now)
@@ -479,12 +492,7 @@ class GroupCoordinator:
                                   value=encode_offset_value(value), timestamp=now))
             accepted.append(((c.topic, c.partition), value))
             results[(c.topic, c.partition)] = ErrorCode.none
-        if records:
-            self.store.append(self._partition(group_id), build_batch(records))
-            cache = self.offsets.setdefault(group_id, {})
-            for tp, value in accepted:
-                cache[tp] = value
-        return ErrorCode.none, results
+        return records, accepted, results
 
     def commit_txn(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
                    producer_id: int, producer_epoch: int,
@@ -506,19 +514,7 @@ class GroupCoordinator:
             if group is not None and generation_id >= 0 and generation_id != group.generation_id:
                 return ErrorCode.illegal_generation, {}
         now = self.clock()
-        results: dict[TopicPartition, ErrorCode] = {}
-        records = []
-        accepted: list[tuple[TopicPartition, OffsetCommitValue]] = []
-        for c in offsets:
-            metadata = c.metadata or ""
-            if _java_length(metadata) > self.metadata_max_bytes:
-                results[(c.topic, c.partition)] = ErrorCode.offset_metadata_too_large
-                continue
-            value = OffsetCommitValue(c.offset, c.leader_epoch, metadata, now)
-            records.append(Record(key=encode_offset_key(group_id, c.topic, c.partition),
-                                  value=encode_offset_value(value), timestamp=now))
-            accepted.append(((c.topic, c.partition), value))
-            results[(c.topic, c.partition)] = ErrorCode.none
+        records, accepted, results = self._offset_records(group_id, offsets, now)
         if records:
             # Appended as the producer's own transactional batch: the partition checks its
             # epoch (a fenced producer fails here) and holds the LSO until the marker.
