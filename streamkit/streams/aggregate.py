@@ -228,7 +228,7 @@ class WindowAggregate:
             # until tick() writes them back (``fixed_windows``).
             self._event = ev
             if not self.fixed.update(view, kb, ev.timestamp, ev.value, now, self._updated):
-                self._late(ev)
+                self._late(ev, now)
         elif isinstance(spec, SlidingWindows):
             self._sliding(spec, view, kb, ev, now)
         elif isinstance(spec, SessionWindows):
@@ -247,8 +247,8 @@ class WindowAggregate:
                 clock.upstream = None  # not written by a DSL task: its timestamps are all there is
         return clock.observe(source, ev.timestamp, ctx.wall)
 
-    def _late(self, ev: Event) -> None:
-        send_late(self.ctx, self.key_codec, ev, self.table.name)
+    def _late(self, ev: Event, watermark: int) -> None:
+        send_late(self.ctx, self.key_codec, ev, self.table.name, watermark)
 
     def _result(self, ev_key: Any, w: Window, agg: Any, ts: int) -> None:
         self._emit(Event(ev_key, WindowResult(ev_key, w.start, w.end, agg), ts, [], "", self.ctx.partition, -1))
@@ -277,7 +277,7 @@ class WindowAggregate:
         plan = plan_sliding(spec, ev.timestamp, {s: m for s, (_a, m) in stored.items()}).without_closed(
             spec.grace_ms, now)
         if not plan.update and not plan.create:
-            self._late(ev)
+            self._late(ev, now)
             return
         # apply_sliding_plan reads (aggregate, max timestamp) per start: a seeded window copies
         # both. (Passing aggregates alone crashed the worker at the first seeded window.)
@@ -300,7 +300,7 @@ class WindowAggregate:
         sessions = {Window(w.start_ms, w.end_ms): w.value for w in near}
         merged, replaced = merge_session(spec.gap_ms, sorted(sessions), ts)
         if is_late(merged.end + spec.gap_ms, spec.grace_ms, now):
-            self._late(ev)
+            self._late(ev, now)
             return
         agg = self.init()
         first = True

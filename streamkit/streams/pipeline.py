@@ -11,7 +11,7 @@ what it writes to repartition topics with them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from streamkit.streams.processing import (
     OperatorTime,
     Out,
     PipelineRuntime,
+    Stamper,
     jsonable,
     send_late,
 )
@@ -125,7 +126,7 @@ class _StreamJoin:
         buffers = self._buffers(left)
         step = stream_join(buffers, self.windows, self.how, side, ev.key, ev.value, ev.timestamp, own)
         if step.late:
-            send_late(ctx, self.key_codec, ev, self.name)
+            send_late(ctx, self.key_codec, ev, self.name, own)
             return
         for result in step.results:
             self._out(result)
@@ -248,7 +249,18 @@ class CompiledSource:
         nothing: left out of their minimum until it has data."""
         ctx = self.ctx
         for stamper in ctx.stampers.get(self.topic.name, ()):
-            stamper(partition, True)
+            stamper.stamp(partition, True)
+
+    async def wake(self, partition: int, tasks: Iterable[int]) -> None:
+        """This partition, announced idle, has data now: every downstream partition puts it
+        back into its minimum before it sees any record of ``tasks``'s transactions that
+        follow (``_Regroup.wake``)."""
+        ctx = self.ctx
+        ctx.wall = ctx.runtime.clock()
+        tasks = tuple(tasks)
+        for stamper in ctx.stampers.get(self.topic.name, ()):
+            stamper.wake(partition, tasks)
+        await self._send()
 
     async def tick(self) -> None:
         """Run the tickers without a batch and produce what they emit. Batches alone are not
@@ -270,7 +282,7 @@ class CompiledSource:
     async def flush(self) -> None:
         ctx = self.ctx
         for stamper in ctx.stampers.get(self.topic.name, ()):
-            stamper(ctx.partition, False)
+            stamper.stamp(ctx.partition, False)
         await self._send()
 
     async def _send(self) -> None:
@@ -326,9 +338,9 @@ class _Regroup:
         self._sent[(u, q)] = wm
         ctx.outbox.append(Out(topic, kbytes, vbytes, ev.timestamp, [(WM_HEADER, encode_stamp(DATA, u, wm, own))], q, p))
 
-    def stamper(self, feeding: str) -> Callable[[int, bool], None]:
+    def stamper(self, feeding: str) -> Stamper:
         """What stamps watermarks for the partitions of ``feeding``, one of its inputs."""
-        return lambda partition, idle: self.stamp(feeding, partition, idle)
+        return _FeedingStamper(self, feeding)
 
     def stamp(self, feeding: str, partition: int, idle: bool) -> None:
         ctx = self.ctx
@@ -350,6 +362,40 @@ class _Regroup:
                 sent[(u, q)] = wm
                 # No key, an empty value: a record needs one of the two on the wire.
                 ctx.outbox.append(Out(topic, None, b"", ctx.wall, header, q, partition))
+
+    def wake(self, feeding: str, partition: int, tasks: Iterable[int]) -> None:
+        """``partition`` of ``feeding`` was announced idle and has data now (records fetched,
+        or an open transaction's): a watermark-only record that brings it back into every
+        downstream partition's minimum (an input that never had a watermark holds the
+        minimum at its lowest), through the transaction of each task in ``tasks``.
+
+        Under exactly-once each task's transaction becomes visible on its own, in any
+        order: had only the woken partition's own task said so, a downstream partition could
+        read another task's records of the same batch first and close windows by them
+        while the woken partition still counted as idle, turning the woken partition's
+        records late. Each task's marks precede its records of the batch in the log, so
+        whichever transaction commits first carries them."""
+        ctx, topic = self.ctx, self.topic
+        u = partition + self.bases[feeding]
+        header = [(WM_HEADER, encode_stamp(MARK, u, MIN_TIMESTAMP))]
+        for task in tasks:
+            for q in range(self.partitions):
+                self._sent.pop((u, q), None)
+                ctx.outbox.append(Out(topic, None, b"", ctx.wall, header, q, task))
+
+
+@dataclass(frozen=True, slots=True)
+class _FeedingStamper:
+    """A ``group_by``'s stamps for the partitions of one of its feeding topics."""
+
+    regroup: _Regroup
+    feeding: str
+
+    def stamp(self, partition: int, idle: bool) -> None:
+        self.regroup.stamp(self.feeding, partition, idle)
+
+    def wake(self, partition: int, tasks: Iterable[int]) -> None:
+        self.regroup.wake(self.feeding, partition, tasks)
 
 
 class _TableAggregate:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,6 +50,19 @@ class PipelineRuntime(Protocol):
                       timestamp: int | None = None) -> None: ...
 
 
+class Stamper(Protocol):
+    """What stamps watermarks on the repartition records of one feeding topic's chain
+    (``group_by``; ``streamkit.streams.watermarks``)."""
+
+    def stamp(self, partition: int, idle: bool) -> None:
+        """After a batch of ``partition``: its watermark to every repartition partition
+        that has not heard of it (``idle``: the partition is empty and caught up)."""
+
+    def wake(self, partition: int, tasks: Iterable[int]) -> None:
+        """``partition``, announced idle, has data now: say so to every repartition
+        partition, in the transaction of each of ``tasks``."""
+
+
 class StateTable(Protocol):
     """What the processors need of a table holding operator state: its open transactions."""
 
@@ -70,6 +83,7 @@ __all__ = [
     "Out",
     "OutputCodec",
     "PipelineRuntime",
+    "Stamper",
     "StateTable",
     "WindowResult",
     "jsonable",
@@ -171,9 +185,8 @@ class Context:
         self.topic = ""
         self.current: InputClock = InputClock(None, 0)
         self.wall = 0
-        # Per source topic: what stamps watermarks on its chain's repartition records
-        # after each batch (``stamper(partition, idle)``).
-        self.stampers: dict[str, list[Callable[[int, bool], None]]] = {}
+        # Per source topic: what stamps watermarks on its chain's repartition records.
+        self.stampers: dict[str, list[Stamper]] = {}
         # Called before each commit (tables aggregated without a window emit their updates).
         self.commit_hooks: list[Callable[[], None]] = []
         # The stateful operators (for /metrics: stream time per operator and partition).
@@ -194,9 +207,10 @@ class Context:
         return txn
 
 
-def send_late(ctx: Context, key_codec: KeyCodec, ev: Event, operator: str) -> None:
-    """A DSL record dropped as late (``record_late``), judged by its own watermark."""
-    record_late(ctx.runtime, operator, None if ev.key is None else key_codec.dumps(ev.key), ev, ctx.own)
+def send_late(ctx: Context, key_codec: KeyCodec, ev: Event, operator: str, watermark: int) -> None:
+    """A DSL record dropped as late (``record_late``); ``watermark`` closed its windows: its
+    own partition's, or the operator's stream time when that closed them first."""
+    record_late(ctx.runtime, operator, None if ev.key is None else key_codec.dumps(ev.key), ev, watermark)
 
 
 def record_late(runtime: PipelineRuntime, operator: str, key: bytes | None, ev: Event, watermark: int) -> None:
@@ -219,26 +233,41 @@ LATE_LOG_INTERVAL_MS = 10_000
 
 
 class LateLog:
-    """Rate-limited log lines for late records: the first at once, then at most one per
-    interval per operator, saying how many were dropped since."""
+    """Rate-limited log lines for late records, per operator: the first at once; the ones
+    after it, until ``interval_ms`` has passed, in one line that says how many, written by
+    the next late record or by ``flush`` (the worker calls it as it runs, and at stop), so
+    the lines add up to the metric."""
 
     def __init__(self, clock: Callable[[], int], interval_ms: int = LATE_LOG_INTERVAL_MS) -> None:
         self.clock = clock
         self.interval_ms = interval_ms
         self._last: dict[str, int] = {}
-        self._since: dict[str, int] = {}
+        # operator -> (records dropped since its last line, the last one: key, timestamp,
+        # the watermark that closed its windows)
+        self._pending: dict[str, tuple[int, Any, int, int]] = {}
 
     def note(self, operator: str, ev: Event, watermark: int) -> None:
-        self._since[operator] = self._since.get(operator, 0) + 1
-        now = self.clock()
+        count = self._pending[operator][0] if operator in self._pending else 0
+        self._pending[operator] = (count + 1, ev.key, ev.timestamp, watermark)
         last = self._last.get(operator)
-        if last is not None and now - last < self.interval_ms:
+        if last is None or self.clock() - last >= self.interval_ms:
+            self._write(operator)
+
+    def flush(self, *, force: bool = False) -> None:
+        """Write the lines whose interval has passed (``force``: every pending one)."""
+        if not self._pending:
             return
-        self._last[operator] = now
-        count = self._since.pop(operator)
-        log.warning("%s: dropped %d late record(s) (last: key %r, timestamp %d, %d ms behind its partition's "
-                    "watermark %d; raise grace to keep such records)", operator, count, ev.key, ev.timestamp,
-                    watermark - ev.timestamp, watermark)
+        now = self.clock()
+        for operator in list(self._pending):
+            if force or now - self._last.get(operator, now) >= self.interval_ms:
+                self._write(operator)
+
+    def _write(self, operator: str) -> None:
+        self._last[operator] = self.clock()
+        count, key, timestamp, watermark = self._pending.pop(operator)
+        log.warning("%s: dropped %d late record(s) (last: key %r, timestamp %d, %d ms behind the watermark %d "
+                    "that closed its windows; raise grace to keep such records)", operator, count, key,
+                    timestamp, watermark - timestamp, watermark)
 
 
 class OperatorTime:

@@ -42,7 +42,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokafka import AIOKafkaConsumer
@@ -565,6 +565,7 @@ class Runtime:
                 batch = await consumer.getmany(timeout_ms=min(100, self.settings.commit_interval_ms))
                 if batch:
                     async with self._lock:
+                        await self._wake_idle_inputs(batch)
                         # Lowest timestamp first, in slices (streamkit.streams.ordering).
                         for tp, records in by_timestamp(batch):
                             await self._route(tp.topic, tp.partition, list(records))
@@ -580,6 +581,7 @@ class Runtime:
                         await self._mark_idle_inputs()
                     await self.commit()
                 self._report_lag()
+                self.late_log.flush()
                 for table in self.app.tables.values():
                     table.tick(self.clock())
         except asyncio.CancelledError:
@@ -708,6 +710,38 @@ class Runtime:
                     compiled.ctx.topic = t
                     compiled.mark_idle(p)
                     await compiled.flush()
+
+    async def _wake_idle_inputs(self, batch: Mapping[TopicPartition, Sequence[ConsumerRecord]]) -> None:
+        """Partitions announced idle (``_mark_idle_inputs``) that have data now, in this
+        batch or on the broker past the position (an open transaction's, under
+        read_committed), say so downstream before any record of the batch is routed.
+
+        Under exactly-once the batch's records of different tasks reach downstream
+        partitions in separate transactions, visible in any order: the wake-up goes into
+        the transaction of every task this worker owns, ahead of their records, so that
+        no record of the batch can close a window while a woken partition still counts as
+        idle (its records, of the same batch, would come out late)."""
+        if not self._announced_idle:
+            return
+        consumer = self._consumer
+        assert consumer is not None
+        woken: list[TP] = []
+        for t, p in sorted(self._announced_idle):
+            tp = TopicPartition(t, p)
+            if tp not in batch:
+                high = consumer.highwater(tp)
+                if high is None or await consumer.position(tp) >= high:
+                    continue
+            woken.append((t, p))
+        if not woken:
+            return
+        collector = self._records
+        for t, p in woken:
+            self._announced_idle.discard((t, p))
+            tasks = sorted(collector.tasks) if collector.exactly_once else [p]
+            for compiled in self._pipelines.get(t, ()):
+                if not compiled.stamped:
+                    await compiled.wake(p, tasks)
 
     def clock(self) -> int:
         return time.time_ns() // 1_000_000
@@ -977,6 +1011,7 @@ class Runtime:
                 for stream in agent.streams:
                     stream.drop_partitions(revoked)
             self.assigned -= revoked
+            self._announced_idle -= revoked
             self.acks.forget(revoked)
             for tp in revoked:
                 self._committed.pop(tp, None)
@@ -1086,6 +1121,7 @@ class Runtime:
         for table in self.app.tables.values():
             await table.close()
         self.progress.close()
+        self.late_log.flush(force=True)
         if self.collector is not None:
             await self.collector.stop()
         if self._broker is not None:

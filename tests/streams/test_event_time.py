@@ -11,11 +11,14 @@ from collections import defaultdict
 from datetime import timedelta
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streamkit
 from streamkit.streams.app import App
+from streamkit.streams.event import Event
+from streamkit.streams.processing import LateLog
 from streamkit.streams.watermarks import WM_HEADER, InputClock, decode_stamp, encode_stamp
 from streamkit.streams.windows import MIN_TIMESTAMP
 
@@ -179,6 +182,51 @@ def test_empty_source_partition_is_left_out_once_it_says_it_is_idle() -> None:
 
     asyncio.run(go())
     assert topology.results() == {("/a", T0): 1, ("/b", T0): 1}
+
+
+def test_a_woken_partition_holds_stream_time_again() -> None:
+    """A partition announced idle that gets data says so (``wake``) before anything else of
+    its batch goes downstream: stream time waits for it again, and none of its records is
+    late, though the other partitions' records reached the repartition topic first."""
+    topology = Topology(click_app(False))
+    source = topology.sources["clicks"]
+
+    async def go() -> None:
+        source.ctx.topic, source.ctx.partition = "clicks", 2
+        source.mark_idle(2)
+        await source.flush()
+        await source.wake(2, [0])
+        produce_clicks(topology.worker, {0: [("/a", T0), ("/a", T0 + 5_000)], 1: [("/b", T0), ("/b", T0 + 5_000)]})
+        await topology.run(random.Random(1), 5)
+        assert topology.results() == {}  # partition 2 holds stream time back again
+        produce_clicks(topology.worker, {2: [("/c", T0), ("/c", T0 + 5_000)]})
+        await topology.run(random.Random(1), 5)
+
+    asyncio.run(go())
+    assert topology.late() == []
+    assert topology.results() == {("/a", T0): 1, ("/b", T0): 1, ("/c", T0): 1}
+
+
+def test_late_log_lines_add_up_to_the_metric(caplog: pytest.LogCaptureFixture) -> None:
+    """The first late record of an operator is logged at once; the rest of the interval's
+    in one line once it has passed (``flush``), however few come after. Each line names the
+    watermark that closed the record's windows."""
+    wall = [0]
+    late_log = LateLog(lambda: wall[0], interval_ms=10_000)
+    for i in range(30):
+        late_log.note("page-counts", Event("/home", None, T0 + i, [], "clicks", 0, i), T0 + 70_000)
+    late_log.flush()
+    wall[0] = 9_999
+    late_log.flush()
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1
+    wall[0] = 10_000
+    late_log.flush()
+    late_log.flush(force=True)
+    lines = [r.getMessage() for r in caplog.records]
+    assert [int(line.split("dropped ")[1].split()[0]) for line in lines] == [1, 29]
+    assert lines[0] == (f"page-counts: dropped 1 late record(s) (last: key '/home', timestamp {T0}, 70000 ms behind "
+                        f"the watermark {T0 + 70_000} that closed its windows; raise grace to keep such records)")
 
 
 def test_stamps_round_trip_and_cost_few_bytes() -> None:

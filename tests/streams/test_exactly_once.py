@@ -15,15 +15,19 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from aiokafka import AIOKafkaProducer
+from pydantic import BaseModel
 
+import streamkit
 from streamkit.streams.app import App
 
-from .conftest import Probe, eventually, log_tail
+from .conftest import Probe, eventually, log_tail, running
 from .test_workers import _owned_by
 from .worker_processes import PARTITIONS, Scenario, Worker
 
@@ -190,8 +194,6 @@ async def test_aborted_changelog_writes_never_reach_a_restored_store(make_app: A
                                                                      tmp_path: Path) -> None:
     """A transaction left open by a killed task producer is aborted by the next owner;
     the table restored from the changelog (read committed) has only committed counts."""
-    from aiokafka import AIOKafkaProducer
-
     app: App = make_app(config=EXACTLY_ONCE)
     words = app.topic(f"{app.id}-in", value_type=str, partitions=1)
     counts = app.Table("counts", default=int, partitions=1)
@@ -270,3 +272,73 @@ async def test_global_table_writes_commit_with_the_task(make_app: Any, probe: Pr
     finally:
         await runtime.stop()
     assert runtime.failure is None
+
+
+class _PageView(BaseModel):
+    user: str
+    page: str
+
+
+async def test_live_transactional_input_gives_exact_windows(make_app: Any, probe: Probe) -> None:
+    """The README's DSL count under exactly-once, started on an empty topic (its partitions
+    announced idle), then fed by a transactional producer: commit, abort, commit, commit,
+    abort, commit. The final windows are the committed records' and none of them is late.
+
+    The tasks' transactions commit in the worst order, task 0's first and the others'
+    a moment later: downstream then reads task 0's records of a batch before the other
+    tasks' ones, and had the partitions that just got data still counted as idle, task 0's
+    watermark closed their windows."""
+    app: App = make_app(config={**EXACTLY_ONCE, "linger.ms": 5})
+    pages = ["/home", "/cart", "/about", "/health", "/a", "/b", "/c"]
+    window_ms = 10_000
+    t0 = 1_700_000_040_000
+    views = app.topic(f"{app.id}-views", value_type=_PageView, partitions=4)
+    out = f"{app.id}-counts"
+    (app.stream(views)
+        .filter(lambda v: v.page != "/health")
+        .group_by(lambda v: v.page, name="by_page")
+        .window(streamkit.tumbling(seconds=window_ms // 1000), grace=timedelta(seconds=1))
+        .count(name="page-counts")
+        .final()
+        .to(out))
+    expected: Counter[tuple[str, int]] = Counter()
+    async with running(app) as runtime:
+        await probe.settle(runtime)
+        await eventually(lambda: len(runtime._announced_idle) == 4, "the empty input partitions announced idle")
+        collector = runtime.collector
+        assert collector is not None
+        commit_one = collector._commit_one
+
+        async def task_0_first(producer: Any, offsets: Any, group_id: str) -> None:
+            if producer is not collector._tasks.get(0):
+                await asyncio.sleep(0.3)
+            await commit_one(producer, offsets, group_id)
+
+        collector._commit_one = task_0_first  # type: ignore[method-assign]
+        producer = AIOKafkaProducer(bootstrap_servers=probe.bootstrap, transactional_id=f"{app.id}-producer")
+        await producer.start()
+        try:
+            i = 0
+            for commit in [True, False, True, True, False, True]:
+                await producer.begin_transaction()
+                for _ in range(150):  # 150 s of event time: 15 windows
+                    page, ts = pages[i % len(pages)], t0 + i * 1000
+                    await producer.send(views.name, orjson.dumps({"user": f"u{i % 5}", "page": page}),
+                                        key=f"u{i % 5}".encode(), timestamp_ms=ts)
+                    if commit and page != "/health":
+                        expected[(page, ts - ts % window_ms)] += 1
+                    i += 1
+                await (producer.commit_transaction() if commit else producer.abort_transaction())
+                await asyncio.sleep(0.5)  # the worker reads and commits in between
+            await producer.begin_transaction()  # a record on every partition closes every window
+            for p in range(4):
+                await producer.send(views.name, orjson.dumps({"user": "x", "page": "/health"}), partition=p,
+                                    timestamp_ms=t0 + (i + 100) * 1000)
+            await producer.commit_transaction()
+        finally:
+            await producer.stop()
+        await probe.settle(runtime, timeout=60)
+        assert runtime.metrics.late_records == 0
+    results = [orjson.loads(r.value) for r in await probe.read(out, read_committed=True)]
+    assert {(v["key"], v["start"]): v["value"] for v in results} == dict(expected)
+    assert len(results) == len(expected), "a window came out twice"
