@@ -307,9 +307,10 @@ class Runtime:
                 max_poll_interval_ms=self.settings.max_poll_interval_ms,
                 max_poll_records=self.settings.max_poll_records,
                 fetch_max_bytes=50 << 20, max_partition_fetch_bytes=4 << 20,
-                # Exactly-once: inputs written in transactions (repartition topics, other
-                # apps' outputs) are read once committed, and never when aborted.
-                isolation_level="read_committed" if self.settings.exactly_once else "read_uncommitted",
+                # read_committed (always under exactly-once): inputs written in transactions
+                # (repartition topics, other apps' outputs) are read once committed, and never
+                # when aborted.
+                isolation_level=self.settings.isolation_level,
             )
             await self._connect(self._consumer.start)
         await self.wait_global_tables()
