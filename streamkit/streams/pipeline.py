@@ -202,7 +202,10 @@ class CompiledSource:
     tickers: list[Callable[[int], None]]
     stamped: bool = False
 
-    async def process(self, partition: int, records: list[ConsumerRecord]) -> None:
+    async def process(self, partition: int, records: list[ConsumerRecord], events: list[Event | None]) -> None:
+        """A fetched batch of ``partition``: its ``records`` and their ``events``, decoded by
+        the worker for every reader of the topic (None: a bad record, handled there, or a
+        watermark-only one)."""
         ctx = self.ctx
         runtime = ctx.runtime
         ctx.partition = partition
@@ -211,11 +214,10 @@ class CompiledSource:
             load(partition)
         clock = ctx.current = ctx.clock(name, partition)
         wall = ctx.wall = runtime.clock()
-        decode = runtime.decode
         entry = self.entry
         observe = clock.observe
         if self.stamped:
-            for record in records:
+            for record, event in zip(records, events, strict=True):
                 headers = record.headers
                 if headers and headers[-1][0] == WM_HEADER:
                     kind, upstream, watermark, own = unpack_stamp(headers[-1][1])
@@ -229,13 +231,11 @@ class CompiledSource:
                     # partition's own timestamps are all there is.
                     clock.upstream = None
                     own = observe(0, record.timestamp, wall)
-                event = decode(self.topic, record)
                 if event is not None:
                     ctx.own = own
                     entry(event)
         else:
-            for record in records:
-                event = decode(self.topic, record)
+            for event in events:
                 if event is not None:
                     ctx.own = observe(0, event.timestamp, wall)
                     entry(event)

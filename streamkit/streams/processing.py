@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 class PipelineRuntime(Protocol):
     """What the DSL's processors need of the worker running them (the runtime, or a test's
-    driver): settings, clock, metrics, decoding and producing."""
+    driver): settings, clock, metrics and producing. It hands them records decoded."""
 
     @property
     def settings(self) -> AppSettings: ...
@@ -37,8 +37,6 @@ class PipelineRuntime(Protocol):
     def late_log(self) -> LateLog: ...
 
     def clock(self) -> int: ...
-
-    def decode(self, topic: Topic, record: Any) -> Event | None: ...
 
     async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
                       timestamp: int | None = None, partition: int | None = None, track: bool = True,

@@ -72,6 +72,7 @@ from streamkit.streams.progress import Task as ProgressTask
 from streamkit.streams.table import WindowedTable
 from streamkit.streams.task_manager import TaskManager
 from streamkit.streams.topic import Topic
+from streamkit.streams.watermarks import carries_data
 from streamkit.streams.windows import MIN_TIMESTAMP
 from streamkit.tasks import cancel_and_wait
 
@@ -306,9 +307,10 @@ class Runtime:
                 max_poll_interval_ms=self.settings.max_poll_interval_ms,
                 max_poll_records=self.settings.max_poll_records,
                 fetch_max_bytes=50 << 20, max_partition_fetch_bytes=4 << 20,
-                # Exactly-once: inputs written in transactions (repartition topics, other
-                # apps' outputs) are read once committed, and never when aborted.
-                isolation_level="read_committed" if self.settings.exactly_once else "read_uncommitted",
+                # read_committed (always under exactly-once): inputs written in transactions
+                # (repartition topics, other apps' outputs) are read once committed, and never
+                # when aborted.
+                isolation_level=self.settings.isolation_level,
             )
             await self._connect(self._consumer.start)
         await self.wait_global_tables()
@@ -755,21 +757,20 @@ class Runtime:
         detector = self._partitioning.get(topic) or self.partitioning(topic)
         if not detector.done:
             self._detect(detector, topic, partition, records)
+        events = self._decode_batch(topic, records)
         with task_scope(partition):
             for stream in self._forwarders.get(topic, ()):
-                await self._forward(stream, tp, records)
+                await self._forward(stream, tp, records, events)
             for compiled in self._pipelines.get(topic, ()):
                 self.acks.register(compiled, tp)
-                await compiled.process(partition, records)
+                await compiled.process(partition, records, events)
                 self.acks.ack(compiled, tp, records[-1].offset)
         readers = self._agent_readers.get(topic, ())
         if not readers:
             return
-        source = self.app.topics[topic]
         for stream in readers:
             self.acks.register(stream.agent, tp)
-        for record in records:
-            event = self.decode(source, record)
+        for record, event in zip(records, events, strict=True):
             if event is None:
                 # Skipped (or dead-lettered): acknowledged through the queue, after the records
                 # before it. Acking it here, while those still wait in the queue, let a commit
@@ -807,6 +808,16 @@ class Runtime:
                 else:
                     log.info("topic %s: keyed records are placed by the %s partitioner", topic, detector.name)
                 return
+
+    def _decode_batch(self, topic: str, records: list[ConsumerRecord]) -> list[Event | None]:
+        """The events of a fetched batch, for every reader of ``topic`` (agents, ``group_by``
+        forwarders, DSL pipelines): each record is deserialized here, once, so a bad one is
+        handled (dead letter, log line, metric, or the stop) once however many read it.
+        None for a bad record, and for a repartition topic's watermark-only record (no data)."""
+        source, decode = self.app.topics[topic], self.decode
+        if any(compiled.stamped for compiled in self._pipelines.get(topic, ())):
+            return [decode(source, r) if carries_data(r.headers) else None for r in records]
+        return [decode(source, r) for r in records]
 
     def decode(self, topic: Topic, record: ConsumerRecord) -> Event | None:
         """Deserialize with the app's error policy; None means skipped."""
@@ -847,13 +858,13 @@ class Runtime:
         self._produce(dlq, record.key, record.value, headers=headers, timestamp=record.timestamp,
                       task=record.partition)
 
-    async def _forward(self, stream: AgentStream, tp: TP, records: list[ConsumerRecord]) -> None:
+    async def _forward(self, stream: AgentStream, tp: TP, records: list[ConsumerRecord],
+                       events: list[Event | None]) -> None:
         """group_by: re-key each record and produce it to the repartition topic."""
         assert stream.key_fn is not None and stream.repartition is not None
         self.acks.register(stream, tp)
         target = stream.repartition
-        for record in records:
-            event = self.decode(stream.source, record)
+        for record, event in zip(records, events, strict=True):
             if event is not None:
                 key = stream.key_fn(event.value)
                 # The event time (the extractor's, if the topic has one) travels on as the

@@ -10,6 +10,11 @@ Every setting can also be overridden from outside the app's code, by its Kafka n
 text value (``streamkit worker --set commit.interval.ms=500``): ``AppSettings.override`` and
 ``App.configure`` take such a mapping.
 
+Inputs are read ``isolation.level=read_uncommitted`` under at-least-once, as in Kafka
+Streams: records of transactions that are still open or were aborted are processed too.
+``read_committed`` reads only committed ones. Exactly-once always reads ``read_committed``
+(and refuses ``read_uncommitted``).
+
 Bad records (``deserialization.exception.handler``, Kafka Streams' name): ``dead_letter``
 (the default) sends a record that cannot be deserialized to the dead-letter topic
 (``errors.deadletterqueue.topic.name``, Kafka Connect's name, also taken under Kafka Streams'
@@ -65,6 +70,8 @@ class AppSettings(BaseModel):
     max_poll_interval_ms: int = Field(default=300000, alias="max.poll.interval.ms", ge=1)
     max_poll_records: int = Field(default=10000, alias="max.poll.records", ge=1)
     auto_offset_reset: Literal["earliest", "latest"] = Field(default="earliest", alias="auto.offset.reset")
+    isolation_level: Literal["read_uncommitted", "read_committed"] = Field(
+        default="read_uncommitted", alias="isolation.level")
     num_partitions: int = Field(default=4, alias="num.partitions", ge=1)
     replication_factor: int = Field(default=1, alias="replication.factor", ge=1)
     deserialization_error: Literal["fail", "skip", "dead_letter"] = Field(
@@ -93,6 +100,19 @@ class AppSettings(BaseModel):
             object.__setattr__(self, "commit_interval_ms", EXACTLY_ONCE_COMMIT_INTERVAL_MS)
         return self
 
+    @model_validator(mode="after")
+    def _exactly_once_reads_committed(self) -> AppSettings:
+        """Exactly-once reads its inputs read_committed, as Kafka Streams does: processing
+        what a producer may still abort would put it in the app's committed results."""
+        if not self.exactly_once:
+            return self
+        if "isolation_level" in self.model_fields_set and self.isolation_level != "read_committed":
+            raise ValueError(f"isolation.level={self.isolation_level} cannot be used with processing.guarantee="
+                             f"{self.processing_guarantee}, which reads its inputs read_committed: leave "
+                             "isolation.level unset (or set it to read_committed)")
+        object.__setattr__(self, "isolation_level", "read_committed")
+        return self
+
     @field_validator("deserialization_error", mode="before")
     @classmethod
     def _handler_class(cls, value: Any) -> Any:
@@ -107,6 +127,8 @@ class AppSettings(BaseModel):
             return cls.model_validate(values)
         except ValidationError as exc:
             first = exc.errors()[0]
+            if not first["loc"] and first["type"] == "value_error":
+                raise SettingsError(str(first["ctx"]["error"])) from None  # settings that contradict each other
             where = ".".join(str(p) for p in first["loc"]) or "settings"
             if first["type"] == "extra_forbidden":
                 close = get_close_matches(where, setting_names(), n=1)

@@ -31,7 +31,7 @@ Everything here is pure: the clock (wall milliseconds) is an argument.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ __all__ = [
     "WM_HEADER",
     "InputClock",
     "Stamp",
+    "carries_data",
     "decode_stamp",
     "encode_stamp",
     "unpack_stamp",
@@ -83,6 +84,14 @@ def unpack_stamp(raw: bytes) -> tuple[int, int, int, int]:
     """(kind, partition, watermark, own): ``decode_stamp`` without the object, per record."""
     kind, partition, watermark = _STAMP.unpack_from(raw)
     return kind, partition, watermark, _OWN.unpack_from(raw, _STAMP.size)[0] if kind == DATA_OWN else watermark
+
+
+def carries_data(headers: Sequence[tuple[str, bytes]] | None) -> bool:
+    """Whether a consumed record is data: anything but a watermark-only record (``MARK``,
+    ``IDLE``), which has nothing to deserialize."""
+    if not headers or headers[-1][0] != WM_HEADER:
+        return True
+    return _STAMP.unpack_from(headers[-1][1])[0] not in (MARK, IDLE)
 
 
 def decode_stamp(raw: bytes) -> Stamp:

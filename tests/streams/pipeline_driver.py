@@ -20,6 +20,7 @@ from streamkit.streams.metrics import Metrics
 from streamkit.streams.pipeline import CompiledSource, compile_pipelines
 from streamkit.streams.processing import LateLog
 from streamkit.streams.topic import partition_for_key
+from streamkit.streams.watermarks import carries_data
 
 __all__ = ["LATE_TOPIC", "Record", "Topology", "Worker"]
 
@@ -42,7 +43,8 @@ class Record:
 
 @dataclass
 class Worker:
-    """The part of the runtime compiled pipelines use: settings, clock, decode, produce."""
+    """The part of the runtime compiled pipelines use (settings, clock, produce), and the
+    runtime's decoding of the batches it hands them."""
 
     app: App
     produced: dict[tuple[str, int], list[Record]] = field(default_factory=lambda: defaultdict(list))
@@ -111,7 +113,9 @@ class Topology:
         batch = log[start:start + n]
         self.read[tp] = start + len(batch)
         self.worker.wall += 1
-        await self.sources[tp[0]].process(tp[1], batch)
+        source = self.sources[tp[0]]
+        events = [self.worker.decode(source.topic, r) if carries_data(r.headers) else None for r in batch]
+        await source.process(tp[1], batch, events)
 
     async def run(self, rng: random.Random, max_batch: int) -> None:
         while pending := self.pending():

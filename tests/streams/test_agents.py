@@ -420,9 +420,12 @@ def _orders_app(make_app: Any, policy: str | None, **config: Any) -> tuple[App, 
     return app, topic, got
 
 
-async def test_fail_policy_stops_on_a_bad_record_with_the_command_that_skips_it(make_app: Any,
-                                                                                 probe: Probe) -> None:
+@pytest.mark.parametrize("with_dsl", [False, True])
+async def test_fail_policy_stops_on_a_bad_record_with_the_command_that_skips_it(make_app: Any, probe: Probe,
+                                                                                 with_dsl: bool) -> None:
     app, topic, got = _orders_app(make_app, "fail")
+    if with_dsl:  # a second reader of the topic: still one failure, on the first bad record
+        app.stream(topic).map(lambda o: o.id).to(topic_name(app, "ids"))
     await probe.create_topic(topic.name, 1)
     async with running(app, expect_failure=True) as runtime:
         await _produce_good_bad_good(probe, topic.name)
@@ -473,6 +476,57 @@ async def test_dead_letter_policy_is_the_default(make_app: Any, probe: Probe, cu
     assert first["__streams.errors.exception"] == b"ValidationError"
     assert b"invalid Order: Invalid JSON" in first["__streams.errors.message"]
     assert dict(dead[1].headers)["__streams.errors.offset"] == b"2"
+
+
+def _two_readers(app: App, topic: Any, readers: str) -> dict[str, list[int]]:
+    """Two readers of ``topic`` of the kinds named ``"first+second"`` (``agent``, ``group_by``
+    for an agent that re-keys first, ``dsl`` for a DSL pipeline): what each saw (order ids),
+    from its agent's list or, for a pipeline, its output topic ``{app}-dsl-{i}``."""
+    seen: dict[str, list[int]] = {}
+    for i, kind in enumerate(readers.split("+")):
+        name = f"{kind}{i}"
+        if kind == "dsl":
+            app.stream(topic).map(lambda o: o.id).to(topic_name(app, f"dsl-{i}"))
+            continue
+        got = seen.setdefault(name, [])
+
+        async def collect(stream: AgentStream, got: list[int] = got, kind: str = kind, name: str = name) -> None:
+            if kind == "group_by":
+                stream = stream.group_by(lambda o: o.user, name=f"by-user-{name}")
+            async for order in stream:
+                got.append(order.id)
+
+        app.agent(topic, name=name)(collect)
+    return seen
+
+
+@pytest.mark.parametrize(("readers", "policy"), [
+    ("agent+dsl", "dead_letter"), ("agent+group_by", "dead_letter"), ("group_by+group_by", "dead_letter"),
+    ("dsl+dsl", "dead_letter"), ("agent+dsl", "skip")])
+async def test_a_bad_record_is_handled_once_however_many_read_it(make_app: Any, probe: Probe,
+                                                                   caplog: pytest.LogCaptureFixture,
+                                                                   readers: str, policy: str) -> None:
+    """A bad record read by two agents, an agent and a DSL pipeline, or two pipelines is
+    one dead letter, one log line and one count in the metric, as with one reader."""
+    app = make_app(config={"deserialization.exception.handler": policy})
+    topic = app.topic(topic_name(app, "orders"), value_type=Order, partitions=1)
+    seen = _two_readers(app, topic, readers)
+    await probe.create_topic(topic.name, 1)
+    caplog.set_level("WARNING", logger="streamkit.streams.runtime")
+    async with running(app) as runtime:
+        await _produce_good_bad_good(probe, topic.name)
+        await probe.settle(runtime)
+        assert runtime.metrics.deserialization_errors == 2
+    for name, got in seen.items():
+        assert got == [1, 2], name
+    for i in (i for i, kind in enumerate(readers.split("+")) if kind == "dsl"):
+        assert [r.value for r in await probe.read(topic_name(app, f"dsl-{i}"))] == [b"1", b"2"]
+    lines = [r.getMessage() for r in caplog.records if "cannot be deserialized" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert [f"{topic.name}-0@1" in lines[0], f"{topic.name}-0@2" in lines[1]] == [True, True]
+    if policy == "dead_letter":
+        dead = await probe.read(f"{app.id}-dead-letter")
+        assert [dict(r.headers)["__streams.errors.offset"] for r in dead] == [b"1", b"2"]
 
 
 async def _read_n(probe: Probe, topic: str, n: int) -> list[Any] | None:

@@ -28,6 +28,7 @@ def test_defaults() -> None:
     assert s.session_timeout_ms == 10000
     assert s.max_poll_records == 10000
     assert s.auto_offset_reset == "earliest"
+    assert s.isolation_level == "read_uncommitted"  # Kafka Streams' default under at-least-once
     assert s.num_partitions == 4
     assert s.deserialization_error == "dead_letter"  # a bad record never stops the app, nor is lost
     assert s.window_idle_close_ms == 0
@@ -101,6 +102,7 @@ def test_internal_topic_names_are_prefixed_with_the_app_id() -> None:
         ({"num.partitions": 0}, "num.partitions", "greater than"),
         ({"num.standby.replicas": -1}, "num.standby.replicas", "greater than"),
         ({"auto.offset.reset": "middle"}, "auto.offset.reset", "earliest"),
+        ({"isolation.level": "committed"}, "isolation.level", "read_committed"),
         ({"processing.guarantee": "exactly_twice"}, "processing.guarantee", "at_least_once"),
         ({"deserialization.exception.handler": "ignore"}, "deserialization.exception.handler", "skip"),
         ({"acks": "2"}, "acks", "all"),
@@ -290,6 +292,26 @@ def test_top_level_names() -> None:
     assert streamkit.tumbling(minutes=1).size_ms == 60_000
     with pytest.raises(AttributeError):
         streamkit.NoSuchThing  # noqa: B018
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once", "exactly_once_v2"])
+def test_exactly_once_reads_committed_and_refuses_read_uncommitted(guarantee: str, tmp_path: Path) -> None:
+    """Kafka Streams reads inputs read_committed under exactly-once; an at-least-once app
+    reads read_uncommitted unless told, and keeps what it was told across overrides."""
+    assert build(processing_guarantee=guarantee).isolation_level == "read_committed"
+    assert build(processing_guarantee=guarantee, isolation_level="read_committed").isolation_level == "read_committed"
+    with pytest.raises(SettingsError) as info:
+        build(processing_guarantee=guarantee, isolation_level="read_uncommitted")
+    assert str(info.value) == (f"isolation.level=read_uncommitted cannot be used with processing.guarantee={guarantee}, "
+                               "which reads its inputs read_committed: leave isolation.level unset (or set it to "
+                               "read_committed)")
+    app = App("a", data_dir=tmp_path, processing_guarantee=guarantee)
+    app.configure({"processing.guarantee": "at_least_once"})
+    assert app.settings.isolation_level == "read_uncommitted"
+    app.configure({"isolation.level": "read_committed"})
+    app.configure({"processing.guarantee": guarantee})
+    app.configure({"processing.guarantee": "at_least_once"})
+    assert app.settings.isolation_level == "read_committed"
 
 
 # -- overrides by Kafka name (``streamkit worker --set name=value``) ---------------------------
