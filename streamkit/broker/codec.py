@@ -92,6 +92,7 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     20: (1, 6),  # DeleteTopics
     21: (0, 2),  # DeleteRecords
     22: (0, 4),  # InitProducerId
+    23: (2, 4),  # OffsetForLeaderEpoch (KIP-101/279/320; v3+ carries the replica id)
     24: (0, 3),  # AddPartitionsToTxn (v4+ is the broker-to-broker batch form)
     25: (0, 3),  # AddOffsetsToTxn (v4+: transaction version 2, per-transaction epochs)
     26: (0, 3),  # EndTxn (v4+: transaction version 2)

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from streamkit.broker.build import build
+from streamkit.broker.cluster.node import ClusterNode
+from streamkit.broker.cluster.settings import ClusterSettings
 from streamkit.broker.codec import Disposition, FrameError, Request, disposition, response_type_for
 from streamkit.broker.config import BrokerConfig
 from streamkit.broker.error_reply import error_response
@@ -120,6 +122,13 @@ class _Markers:
         self.waiters.notify((topic, partition))
 
 
+def _partitions(topics: TopicManager, topic: str, configured: int) -> int:
+    """An internal topic's partition count: as it exists here, else as configured (a
+    cluster member that has no replica of it yet)."""
+    info = topics.get(topic)
+    return info.partitions if info is not None else configured
+
+
 def _cluster_id(meta_dir: Path) -> str:
     path = meta_dir / "cluster-id"
     try:
@@ -193,17 +202,21 @@ class Broker:
         logs = LogManager(self.data_dir, clock, cfg.log_flush_offset_checkpoint_interval_ms,
                           cfg.log_cleaner_backoff_ms)
         topics = TopicManager(self.data_dir, cfg.topic_defaults, logs)
-        topics.load()
-        if topics.get(OFFSETS_TOPIC) is None:
+        cluster_settings = ClusterSettings.from_config(cfg)
+        # A cluster member's topics are the cluster's (in ZooKeeper); it opens the local
+        # replicas it is assigned, and internal topics are created on first need.
+        clustered = cluster_settings.enabled
+        topics.load(create_missing=not clustered)
+        if not clustered and topics.get(OFFSETS_TOPIC) is None:
             topics.create(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, {
                 "cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)})
         settings = GroupSettings(cfg.group_initial_rebalance_delay_ms, cfg.group_min_session_timeout_ms,
                                  cfg.group_max_session_timeout_ms, cfg.group_max_size)
-        if topics.get(TRANSACTION_STATE_TOPIC) is None:
+        if not clustered and topics.get(TRANSACTION_STATE_TOPIC) is None:
             topics.create(TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions, {
                 "cleanup.policy": "compact",
                 "segment.bytes": str(cfg.transaction_state_log_segment_bytes)})
-        offsets_partitions = topics.topics[OFFSETS_TOPIC].partitions
+        offsets_partitions = _partitions(topics, OFFSETS_TOPIC, cfg.offsets_topic_num_partitions)
         meta = self.data_dir / ".meta"
         group_configs = GroupConfigStore(meta, cfg)
         group_configs.load()
@@ -225,11 +238,11 @@ class Broker:
         txns = TransactionCoordinator(
             TxnSettings(cfg.transaction_max_timeout_ms, cfg.transactional_id_expiration_ms,
                         offsets_partitions, OFFSETS_TOPIC),
-            topics.topics[TRANSACTION_STATE_TOPIC].partitions,
+            _partitions(topics, TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions),
             _InternalStore(topics, TRANSACTION_STATE_TOPIC),
             _Markers(topics, coordinator, waiters, clock), producer_ids.next_id, clock)
         txns.load()
-        share = self._share_coordinator(topics, clock, group_configs.overrides)
+        share = self._share_coordinator(topics, clock, group_configs.overrides, clustered)
         try:
             self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
                                                       limit=_READ_SIZE, reuse_address=True)
@@ -238,6 +251,8 @@ class Broker:
             raise
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
                                  producer_ids, waiters, clock, txns, group_configs, share)
+        if clustered:
+            await self._join_cluster(cluster_settings)
         groups.start()
         if cfg.log_cleaner_enable:
             logs.start_cleaner()
@@ -264,24 +279,42 @@ class Broker:
         log.info("streamkit broker %d listening on %s:%d (data in %s)", cfg.node_id, self.host,
                  self.port, self.data_dir)
 
+    async def _join_cluster(self, settings: ClusterSettings) -> None:
+        state = self.state
+        assert state is not None
+        node = ClusterNode(settings, state.topics, state.advertised_host, state.advertised_port, state.clock,
+                           state.waiters.notify, state.cluster_id)
+        state.cluster = node
+        try:
+            await node.start()
+        except BaseException:
+            await node.stop()
+            raise
+        state.cluster_id = node.cluster_id
+
     def _share_coordinator(self, topics: TopicManager, clock: Callable[[], int],
-                           group_configs: Callable[[str], Mapping[str, str]]) -> ShareCoordinator:
+                           group_configs: Callable[[str], Mapping[str, str]], clustered: bool) -> ShareCoordinator:
         cfg = self.config
-        if topics.get(SHARE_STATE_TOPIC) is None:
+        if not clustered and topics.get(SHARE_STATE_TOPIC) is None:
             topics.create(SHARE_STATE_TOPIC, cfg.share_coordinator_state_topic_num_partitions, {
                 "cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes)})
         settings = ShareSettings(cfg.group_share_record_lock_duration_ms, cfg.group_share_delivery_count_limit,
                                  cfg.group_share_session_timeout_ms, cfg.group_share_heartbeat_interval_ms,
                                  cfg.group_share_partition_max_record_locks)
         store = ShareStateStore(_InternalStore(topics, SHARE_STATE_TOPIC),
-                                topics.topics[SHARE_STATE_TOPIC].partitions, clock)
+                                _partitions(topics, SHARE_STATE_TOPIC, cfg.share_coordinator_state_topic_num_partitions),
+                                clock)
         share = ShareCoordinator(settings, store, clock, group_configs)
         if loaded := share.load():
             log.info("loaded the state of %d share-partitions", loaded)
         return share
 
     async def stop(self) -> None:
-        """Stop serving, then close every log cleanly (flush, checkpoint, clean marker)."""
+        """Stop serving, then close every log cleanly (flush, checkpoint, clean marker). A
+        cluster member first hands its leaderships over (controlled shutdown) while it still
+        serves, then leaves the cluster."""
+        if self.state is not None and self.state.cluster is not None:
+            await self.state.cluster.stop()
         if self._server is not None:
             self._server.close()
         await cancel_and_wait([*self._tasks, *self._connections])

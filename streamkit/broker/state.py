@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from streamkit.broker.config import BrokerConfig
 from streamkit.broker.group.coordinator import GroupCoordinator
@@ -15,6 +16,9 @@ from streamkit.broker.topics import TopicManager
 from streamkit.broker.txn.coordinator import TransactionCoordinator
 from streamkit.broker.waiters import AppendWaiters
 from streamkit.log.manager import LogManager
+
+if TYPE_CHECKING:
+    from streamkit.broker.cluster.node import ClusterNode
 
 __all__ = ["BrokerState", "ClientInfo"]
 
@@ -35,6 +39,8 @@ class BrokerState:
     # per-group configs (GROUP resource): group_configs.get(group_id) gives the effective ones
     group_configs: GroupConfigStore
     share: ShareCoordinator
+    # This broker's cluster membership (zookeeper.connect); None for a single broker.
+    cluster: ClusterNode | None = None
 
     @property
     def coordinator(self) -> GroupCoordinator:

@@ -24,7 +24,7 @@ from streamkit.log.errors import ConfigError
 from streamkit.log.manager import LogManager
 from streamkit.log.partition import PartitionLog
 
-__all__ = ["MAX_PARTITIONS_PER_TOPIC", "TopicInfo", "TopicManager", "validate_topic_name"]
+__all__ = ["MAX_PARTITIONS_PER_TOPIC", "TopicInfo", "TopicManager", "check_partition_count", "validate_topic_name"]
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__sha
 MAX_PARTITIONS_PER_TOPIC = 10_000
 
 
-def _check_partition_count(count: int) -> None:
+def check_partition_count(count: int) -> None:
     if count < 1:
         raise BrokerError(ErrorCode.invalid_partitions, "number of partitions must be at least 1")
     if count > MAX_PARTITIONS_PER_TOPIC:
@@ -91,8 +91,9 @@ class TopicManager:
 
     # -- start-up ----------------------------------------------------------------------
 
-    def load(self) -> None:
-        """Read topic metadata, open every partition log, remove orphans, create missing."""
+    def load(self, create_missing: bool = True) -> None:
+        """Read topic metadata, open every partition log, remove orphans, create missing
+        (a cluster member creates the partitions it is assigned, ``host``)."""
         self.meta_dir.mkdir(parents=True, exist_ok=True)
         for path in sorted(self.meta_dir.glob("*.json")):
             try:
@@ -107,10 +108,37 @@ class TopicManager:
             if known is None or partition >= known.partitions:
                 log.warning("deleting orphan partition %s-%d (no topic metadata)", topic, partition)
                 self.logs.delete(topic, partition)
+        if not create_missing:
+            return
         for info in self.topics.values():
             for p in range(info.partitions):
                 if self.logs.get(info.name, p) is None:
                     self.logs.create(info.name, p, self.config_for(info.name))
+
+    # -- a cluster member's local replicas ----------------------------------------------
+
+    def host(self, name: str, topic_id: uuid.UUID, partitions: int, overrides: dict[str, str],
+             partition: int) -> PartitionLog:
+        """The local log of one partition the cluster assigned here (opened, or created);
+        the topic's metadata kept as the cluster has it."""
+        info = self.topics.get(name)
+        if info is None or info.topic_id != topic_id or info.partitions != partitions or info.overrides != overrides:
+            info = TopicInfo(name, topic_id, partitions, dict(overrides))
+            self._save(info)
+            self.topics[name] = info
+        plog = self.logs.get(name, partition)
+        if plog is None:
+            plog = self.logs.create(name, partition, self.config_for(name))
+        return plog
+
+    def unhost(self, name: str, partition: int) -> None:
+        """Delete a local replica; the topic's metadata goes with its last one."""
+        if self.logs.get(name, partition) is not None:
+            self.logs.delete(name, partition)
+        info = self.topics.get(name)
+        if info is not None and not any(self.logs.get(name, p) is not None for p in range(info.partitions)):
+            del self.topics[name]
+            (self.meta_dir / f"{name}.json").unlink(missing_ok=True)
 
     # -- queries -----------------------------------------------------------------------
 
@@ -143,7 +171,7 @@ class TopicManager:
         validate_topic_name(name)
         if name in self.topics:
             raise BrokerError(ErrorCode.topic_already_exists, f"topic {name!r} already exists")
-        _check_partition_count(partitions)
+        check_partition_count(partitions)
         if replication_factor != 1:
             raise BrokerError(
                 ErrorCode.invalid_replication_factor,
@@ -184,7 +212,7 @@ class TopicManager:
                 ErrorCode.invalid_partitions,
                 f"topic {name!r} has {info.partitions} partitions; the new count must be larger",
             )
-        _check_partition_count(count)
+        check_partition_count(count)
         if validate_only:
             return
         config = self.config_for(name)

@@ -26,6 +26,7 @@ HANDLERS: dict[int, Handler] = {
     20: admin.delete_topics,
     21: data.delete_records,
     22: cluster.init_producer_id,
+    23: data.offset_for_leader_epoch,
     24: txn.add_partitions_to_txn,
     25: txn.add_offsets_to_txn,
     26: txn.end_txn,

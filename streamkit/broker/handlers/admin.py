@@ -3,7 +3,7 @@ IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamkit.broker.codec import Request
 from streamkit.broker.config import BROKER_CONFIGS, BrokerConfig
@@ -11,8 +11,12 @@ from streamkit.broker.errors import BrokerError, ErrorCode
 from streamkit.broker.group_configs import GROUP_CONFIG_DEFS, GroupConfig
 from streamkit.broker.handlers.common import Reply, field
 from streamkit.broker.state import BrokerState, ClientInfo
+from streamkit.broker.topics import INTERNAL_TOPICS
 from streamkit.log.config import BROKER_SYNONYMS, TOPIC_CONFIGS, ConfigDef, LogConfig
 from streamkit.log.errors import ConfigError
+
+if TYPE_CHECKING:
+    from streamkit.broker.cluster.node import ClusterNode
 
 __all__ = [
     "alter_configs",
@@ -81,10 +85,66 @@ def _create_one(state: BrokerState, t: Any, validate_only: bool) -> dict[str, An
     }
 
 
+async def _create_in_cluster(state: BrokerState, cluster: ClusterNode, t: Any, validate_only: bool,
+                             timeout_ms: int) -> dict[str, Any]:
+    name = t.name
+    configs = {c.name: c.value for c in t.configs if c.value is not None}
+    partitions, replication = int(t.num_partitions), int(t.replication_factor)
+    assignment = None
+    if t.assignments:
+        if partitions != -1 or replication != -1:
+            return _topic_error(name, ErrorCode.invalid_request,
+                                "give either an assignment or partitions and replication factor")
+        assignment = {int(a.partition_index): tuple(int(b) for b in a.broker_ids) for a in t.assignments}
+        partitions = len(assignment)
+        replication = len(next(iter(assignment.values()), ()))
+    if partitions == -1:
+        partitions = state.config.num_partitions
+    if replication == -1:
+        replication = state.config.default_replication_factor
+    try:
+        created = await cluster.create_topic(name, partitions, replication, configs, assignment, validate_only)
+    except BrokerError as exc:
+        return _topic_error(name, exc.error_code, exc.message)
+    if not validate_only:
+        # Kafka answers once the topic is in ZooKeeper; waiting for its leaders (bounded by
+        # the request's timeout) spares clients a round of LEADER_NOT_AVAILABLE.
+        await cluster.wait_for_leaders(name, timeout_ms)
+    config = LogConfig.from_kafka(configs, base=state.config.topic_defaults)
+    return {"name": name, "topic_id": None if validate_only else created.topic_id, "error_code": ErrorCode.none,
+            "error_message": None, "num_partitions": partitions, "replication_factor": replication,
+            "configs": [{"name": k, "value": v, "read_only": False, "is_sensitive": False,
+                         "config_source": _DYNAMIC_TOPIC if k in configs else _DEFAULT}
+                        for k, v in config.to_kafka().items()]}
+
+
 async def create_topics(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     validate_only = bool(field(body, "validate_only", False))
+    if state.cluster is not None:
+        timeout_ms = int(body.timeout.total_seconds() * 1000)
+        return {"throttle_time": 0, "topics": [await _create_in_cluster(state, state.cluster, t, validate_only,
+                                                                        timeout_ms) for t in body.topics]}
     return {"throttle_time": 0, "topics": [_create_one(state, t, validate_only) for t in body.topics]}
+
+
+async def _delete_in_cluster(state: BrokerState, cluster: ClusterNode, name: str | None,
+                             topic_id: Any) -> dict[str, Any]:
+    md = cluster.metadata
+    if name is None and topic_id is not None:
+        name = next((n for n, a in md.topics.items() if a.topic_id == topic_id), None)
+    if name is None or name not in md.topics:
+        code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
+        return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": None}
+    found_id = md.topics[name].topic_id
+    if not state.config.delete_topic_enable:
+        return {"name": name, "topic_id": found_id, "error_code": ErrorCode.topic_deletion_disabled,
+                "error_message": None}
+    if name in INTERNAL_TOPICS:
+        return {"name": name, "topic_id": found_id, "error_code": ErrorCode.invalid_topic_exception,
+                "error_message": f"internal topic {name} cannot be deleted"}
+    await cluster.delete_topic(name)
+    return {"name": name, "topic_id": found_id, "error_code": ErrorCode.none, "error_message": None}
 
 
 def _delete_one(state: BrokerState, name: str | None, topic_id: Any) -> dict[str, Any]:
@@ -110,10 +170,11 @@ def _delete_one(state: BrokerState, name: str | None, topic_id: Any) -> dict[str
 async def delete_topics(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     topics = field(body, "topics")
-    if topics is not None:  # v6+: by name or id
-        responses = [_delete_one(state, t.name, t.topic_id) for t in topics]
+    wanted = [(t.name, t.topic_id) for t in topics] if topics is not None else [(n, None) for n in body.topic_names]
+    if state.cluster is not None:
+        responses = [await _delete_in_cluster(state, state.cluster, n, i) for n, i in wanted]
     else:
-        responses = [_delete_one(state, name, None) for name in body.topic_names]
+        responses = [_delete_one(state, n, i) for n, i in wanted]
     return {"throttle_time": 0, "responses": responses}
 
 
@@ -122,7 +183,11 @@ async def create_partitions(state: BrokerState, req: Request, client: ClientInfo
     results = []
     for t in body.topics:
         try:
-            state.topics.add_partitions(t.name, int(t.count), bool(body.validate_only))
+            if state.cluster is not None:
+                assignment = [tuple(int(b) for b in a.broker_ids) for a in t.assignments] if t.assignments else None
+                await state.cluster.add_partitions(t.name, int(t.count), assignment, bool(body.validate_only))
+            else:
+                state.topics.add_partitions(t.name, int(t.count), bool(body.validate_only))
             results.append({"name": t.name, "error_code": ErrorCode.none, "error_message": None})
         except BrokerError as exc:
             results.append({"name": t.name, "error_code": exc.error_code, "error_message": exc.message})

@@ -8,10 +8,13 @@ it verbatim; Fetch returns stored bytes. Neither decodes records.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
+from collections.abc import Awaitable
 from typing import Any
 
+from streamkit.broker.cluster.replica import ReplicaError
 from streamkit.broker.codec import Request
 from streamkit.broker.errors import ErrorCode, error_code_for
 from streamkit.broker.handlers.common import LEADER_EPOCH, Reply, field
@@ -21,7 +24,7 @@ from streamkit.log.errors import LogError
 from streamkit.log.partition import PartitionLog
 from streamkit.log.producer_state import AppendOrigin
 
-__all__ = ["delete_records", "fetch", "list_offsets", "produce"]
+__all__ = ["delete_records", "fetch", "list_offsets", "offset_for_leader_epoch", "produce"]
 
 log = logging.getLogger(__name__)
 
@@ -63,44 +66,68 @@ def _check_transactional(state: BrokerState, txn_id: str | None, topic: str, par
 
 
 def _append(state: BrokerState, topic: str, partition: int, records: bytes | None,
-            txn_id: str | None) -> dict[str, Any]:
+            txn_id: str | None, acks: int, timeout_ms: int) -> tuple[dict[str, Any], Awaitable[ErrorCode] | None]:
+    """Append one partition's batch; with acks=all on a cluster, also what to wait for
+    (the high watermark passing the batch)."""
     result: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time": -1,
                               "log_start_offset": -1, "record_errors": [], "error_message": None}
     info = state.topics.get(topic)
-    plog = state.topics.partition(topic, partition)
+    cluster = state.cluster
+    replica = None
+    if cluster is not None:
+        try:
+            replica = cluster.replicas.leader(topic, partition)
+        except ReplicaError as exc:
+            known = topic in cluster.metadata.topics
+            return {**result, "error_code": exc.code if known else ErrorCode.unknown_topic_or_partition}, None
+        plog: PartitionLog | None = replica.plog
+        if acks == -1 and not cluster.replicas.enough_replicas(replica):
+            return {**result, "error_code": ErrorCode.not_enough_replicas,
+                    "error_message": f"{topic}-{partition} has {len(replica.isr)} in-sync replica(s), fewer than "
+                                     f"min.insync.replicas={replica.min_isr}"}, None
+    else:
+        plog = state.topics.partition(topic, partition)
     if info is None or plog is None:
-        return {**result, "error_code": ErrorCode.unknown_topic_or_partition}
+        return {**result, "error_code": ErrorCode.unknown_topic_or_partition}, None
     if info.internal:
         return {**result, "error_code": ErrorCode.invalid_topic_exception,
-                "error_message": f"cannot produce to internal topic {topic}"}
+                "error_message": f"cannot produce to internal topic {topic}"}, None
     if not records or len(records) < HEADER_SIZE:
-        return {**result, "error_code": ErrorCode.corrupt_message, "error_message": "no record batch"}
+        return {**result, "error_code": ErrorCode.corrupt_message, "error_message": "no record batch"}, None
     _base, size, _last = peek_offsets(records, 0)
     if size < len(records):
         return {**result, "error_code": ErrorCode.invalid_record,
-                "error_message": "a produce request carries exactly one record batch per partition"}
+                "error_message": "a produce request carries exactly one record batch per partition"}, None
     code, message = _check_transactional(state, txn_id, topic, partition, records)
     if code != ErrorCode.none:
         log.info("refused batch for %s-%d: %s (%s)", topic, partition, message, code.name)
-        return {**result, "error_code": code, "error_message": message}
+        return {**result, "error_code": code, "error_message": message}, None
     try:
-        appended = plog.append(records, origin=AppendOrigin.CLIENT)
+        appended = plog.append(records, leader_epoch=None if replica is None else replica.leader_epoch,
+                               origin=AppendOrigin.CLIENT)
     except LogError as exc:
         log.info("rejected batch for %s-%d: %s", topic, partition, exc)
-        return {**result, "error_code": error_code_for(exc), "error_message": str(exc)}
+        return {**result, "error_code": error_code_for(exc), "error_message": str(exc)}, None
     except OSError as exc:
         log.error("storage error appending to %s-%d: %s", topic, partition, exc)
-        return {**result, "error_code": ErrorCode.kafka_storage_error, "error_message": str(exc)}
+        return {**result, "error_code": ErrorCode.kafka_storage_error, "error_message": str(exc)}, None
     state.waiters.notify((topic, partition))
+    wait = None
+    if cluster is not None and replica is not None:
+        cluster.replicas.appended(replica)
+        if acks == -1:
+            wait = cluster.replicas.wait_replicated(replica, appended.last_offset + 1, timeout_ms)
     return {**result, "error_code": ErrorCode.none, "base_offset": appended.base_offset,
-            "log_append_time": appended.log_append_time, "log_start_offset": plog.log_start_offset}
+            "log_append_time": appended.log_append_time, "log_start_offset": plog.log_start_offset}, wait
 
 
 async def produce(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     acks = int(body.acks)
     txn_id = field(body, "transactional_id")
+    timeout_ms = int(body.timeout.total_seconds() * 1000) if hasattr(body, "timeout") else 30_000
     responses = []
+    waits: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
     for topic in body.topic_data:
         partitions = []
         for p in topic.partition_data:
@@ -108,29 +135,71 @@ async def produce(state: BrokerState, req: Request, client: ClientInfo) -> Reply
                 partitions.append({"index": p.index, "error_code": ErrorCode.invalid_required_acks,
                                    "base_offset": -1, "log_append_time": -1, "log_start_offset": -1,
                                    "record_errors": [], "error_message": f"acks={acks}"})
-            else:
-                partitions.append(_append(state, topic.name, int(p.index), p.records, txn_id))
+                continue
+            result, wait = _append(state, topic.name, int(p.index), p.records, txn_id, acks, timeout_ms)
+            partitions.append(result)
+            if wait is not None:
+                waits.append((result, wait))
         responses.append({"name": topic.name, "partition_responses": partitions})
+    if waits:
+        codes = await asyncio.gather(*(w for _r, w in waits))
+        for (result, _w), code in zip(waits, codes, strict=True):
+            if code != ErrorCode.none:
+                result["error_code"] = code
+                result["error_message"] = _REPLICATION_ERRORS.get(code)
     if acks == 0:
         return None
     return {"throttle_time": 0, "responses": responses}
 
 
+_REPLICATION_ERRORS = {
+    ErrorCode.not_enough_replicas_after_append: "written, but the ISR shrank below min.insync.replicas before "
+                                                "it was replicated",
+    ErrorCode.not_leader_or_follower: "leadership moved before the write was replicated",
+    ErrorCode.request_timed_out: "not replicated to the ISR within the request's timeout",
+}
+
+
 # -- Fetch ---------------------------------------------------------------------------------
 
 
+def _cluster_log(state: BrokerState, topic: str, index: int, epoch: int,
+                 out: dict[str, Any]) -> tuple[PartitionLog | None, dict[str, Any] | None]:
+    """The log this broker leads for (topic, index), or the error answer (with the leader
+    it knows of, so that clients go there at once)."""
+    cluster = state.cluster
+    assert cluster is not None
+    try:
+        replica = cluster.replicas.leader(topic, index)
+    except ReplicaError as exc:
+        if topic not in cluster.metadata.topics:
+            return None, {**out, "error_code": ErrorCode.unknown_topic_or_partition}
+        known = cluster.metadata.states.get((topic, index))
+        current = {"leader_id": known.leader, "leader_epoch": known.leader_epoch} if known else None
+        return None, {**out, "error_code": exc.code, "current_leader": current}
+    code = cluster.replicas.check_epoch(replica, epoch)
+    if code != ErrorCode.none:
+        return None, {**out, "error_code": code}
+    return replica.plog, None
+
+
 def _fetch_partition(state: BrokerState, topic: str, p: Any, budget: int, first: bool,
-                     read_committed: bool) -> tuple[dict[str, Any], int]:
+                     read_committed: bool, replica_id: int) -> tuple[dict[str, Any], int]:
     index = int(p.partition)
     out: dict[str, Any] = {"partition_index": index, "high_watermark": -1, "last_stable_offset": -1,
                            "log_start_offset": -1, "preferred_read_replica": -1,
                            "aborted_transactions": [] if read_committed else None, "records": b""}
-    plog = state.topics.partition(topic, index)
+    leader_epoch = int(field(p, "current_leader_epoch", -1))
+    if state.cluster is not None:
+        plog, error = _cluster_log(state, topic, index, leader_epoch, out)
+        if error is not None:
+            return error, 0
+    else:
+        plog = state.topics.partition(topic, index)
+        if plog is not None and leader_epoch > LEADER_EPOCH:
+            return {**out, "error_code": ErrorCode.unknown_leader_epoch}, 0
     if plog is None:
         return {**out, "error_code": ErrorCode.unknown_topic_or_partition}, 0
-    leader_epoch = int(field(p, "current_leader_epoch", -1))
-    if leader_epoch > LEADER_EPOCH:
-        return {**out, "error_code": ErrorCode.unknown_leader_epoch}, 0
     hw = plog.high_watermark
     lso = _last_stable_offset(plog)
     out.update(high_watermark=hw, last_stable_offset=lso, log_start_offset=plog.log_start_offset)
@@ -138,7 +207,8 @@ def _fetch_partition(state: BrokerState, topic: str, p: Any, budget: int, first:
     if offset < plog.log_start_offset or offset > plog.log_end_offset:
         return {**out, "error_code": ErrorCode.offset_out_of_range}, 0
     limit = min(int(p.partition_max_bytes), budget)
-    upper = lso if read_committed else hw
+    # A follower copies everything the leader has; a consumer reads what is replicated.
+    upper = plog.log_end_offset if replica_id >= 0 else lso if read_committed else hw
     if limit <= 0 or offset >= upper:
         return {**out, "error_code": ErrorCode.none}, 0
     try:
@@ -154,8 +224,8 @@ def _fetch_partition(state: BrokerState, topic: str, p: Any, budget: int, first:
     return {**out, "error_code": ErrorCode.none, "records": data}, len(data)
 
 
-def _read_all(state: BrokerState, body: Any, max_bytes: int,
-              read_committed: bool) -> tuple[list[dict[str, Any]], int, bool]:
+def _read_all(state: BrokerState, body: Any, max_bytes: int, read_committed: bool,
+              replica_id: int) -> tuple[list[dict[str, Any]], int, bool]:
     """(topic responses, bytes returned, whether any partition has an error)."""
     responses = []
     total = 0
@@ -163,7 +233,8 @@ def _read_all(state: BrokerState, body: Any, max_bytes: int,
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
-            part, size = _fetch_partition(state, topic.topic, p, max_bytes - total, total == 0, read_committed)
+            part, size = _fetch_partition(state, topic.topic, p, max_bytes - total, total == 0, read_committed,
+                                          replica_id)
             total += size
             failed = failed or part["error_code"] != ErrorCode.none
             partitions.append(part)
@@ -171,23 +242,46 @@ def _read_all(state: BrokerState, body: Any, max_bytes: int,
     return responses, total, failed
 
 
+def _replica_id(body: Any) -> int:
+    replica_state = field(body, "replica_state")
+    if replica_state is not None:  # v15+
+        return int(replica_state.replica_id)
+    return int(field(body, "replica_id", -1))
+
+
+def _followers_fetched(state: BrokerState, body: Any, follower: int) -> None:
+    """A follower's fetch offsets are its log end offsets: the leader's view of its progress."""
+    cluster = state.cluster
+    if cluster is None:
+        return
+    replicas = cluster.replicas
+    for topic in body.topics:
+        for p in topic.partitions:
+            replica = replicas.replicas.get((topic.topic, int(p.partition)))
+            if replica is not None and replicas.is_leader(replica):
+                replicas.follower_fetched(replica, follower, int(p.fetch_offset))
+
+
 async def fetch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     max_bytes = min(int(field(body, "max_bytes", state.config.fetch_max_bytes)), state.config.fetch_max_bytes)
     min_bytes = int(body.min_bytes)
     read_committed = int(field(body, "isolation_level", 0)) == _READ_COMMITTED
+    replica_id = _replica_id(body)
+    if replica_id >= 0:
+        _followers_fetched(state, body, replica_id)
     wait_ms = int(body.max_wait.total_seconds() * 1000)
     deadline = state.clock() + wait_ms
     partitions = [(t.topic, int(p.partition)) for t in body.topics for p in t.partitions]
     while True:
-        responses, total, failed = _read_all(state, body, max_bytes, read_committed)
+        responses, total, failed = _read_all(state, body, max_bytes, read_committed, replica_id)
         remaining = deadline - state.clock()
         # Kafka answers at once when any partition has an error (out of range, unknown...):
         # waiting would only delay the client's reaction to it.
         if total >= min_bytes or failed or remaining <= 0 or not partitions:
             break
         if not await state.waiters.wait(partitions, remaining / 1000):
-            responses, _total, _failed = _read_all(state, body, max_bytes, read_committed)
+            responses, _total, _failed = _read_all(state, body, max_bytes, read_committed, replica_id)
             break
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}
 
@@ -210,6 +304,22 @@ def _list_offset(plog: PartitionLog, timestamp: int, read_committed: bool) -> tu
     return found[1], found[0]
 
 
+def _leader_log(state: BrokerState, topic: str, index: int, epoch: int = -1) -> tuple[PartitionLog | None, ErrorCode, int]:
+    """(the log this broker answers for, error code, its leader epoch) for the APIs only a
+    partition's leader serves (ListOffsets, DeleteRecords, OffsetForLeaderEpoch)."""
+    cluster = state.cluster
+    if cluster is None:
+        plog = state.topics.partition(topic, index)
+        return plog, ErrorCode.none if plog is not None else ErrorCode.unknown_topic_or_partition, LEADER_EPOCH
+    try:
+        replica = cluster.replicas.leader(topic, index)
+    except ReplicaError as exc:
+        known = topic in cluster.metadata.topics
+        return None, exc.code if known else ErrorCode.unknown_topic_or_partition, -1
+    code = cluster.replicas.check_epoch(replica, epoch)
+    return (replica.plog if code == ErrorCode.none else None), code, replica.leader_epoch
+
+
 async def list_offsets(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     read_committed = int(field(body, "isolation_level", 0)) == _READ_COMMITTED
@@ -218,14 +328,14 @@ async def list_offsets(state: BrokerState, req: Request, client: ClientInfo) -> 
         partitions = []
         for p in topic.partitions:
             index = int(p.partition_index)
-            plog = state.topics.partition(topic.name, index)
+            plog, code, epoch = _leader_log(state, topic.name, index, int(field(p, "current_leader_epoch", -1)))
             if plog is None:
-                partitions.append({"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition,
+                partitions.append({"partition_index": index, "error_code": code,
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
             ts, offset = _list_offset(plog, int(p.timestamp), read_committed)
             partitions.append({"partition_index": index, "error_code": ErrorCode.none, "timestamp": ts,
-                               "offset": offset, "leader_epoch": LEADER_EPOCH})
+                               "offset": offset, "leader_epoch": epoch})
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 
@@ -239,10 +349,9 @@ async def delete_records(state: BrokerState, req: Request, client: ClientInfo) -
         partitions = []
         for p in topic.partitions:
             index = int(p.partition_index)
-            plog = state.topics.partition(topic.name, index)
+            plog, code, _epoch = _leader_log(state, topic.name, index)
             if plog is None:
-                partitions.append({"partition_index": index, "low_watermark": -1,
-                                   "error_code": ErrorCode.unknown_topic_or_partition})
+                partitions.append({"partition_index": index, "low_watermark": -1, "error_code": code})
                 continue
             offset = int(p.offset)
             try:
@@ -252,4 +361,26 @@ async def delete_records(state: BrokerState, req: Request, client: ClientInfo) -
                 continue
             partitions.append({"partition_index": index, "low_watermark": low, "error_code": ErrorCode.none})
         topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}
+
+
+# -- OffsetForLeaderEpoch ----------------------------------------------------------------------
+
+
+async def offset_for_leader_epoch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
+    """Where a leader epoch ends in this leader's log (KIP-101/279): followers truncate to
+    it, and consumers (KIP-320) detect a log that was truncated under them."""
+    topics = []
+    for topic in req.body.topics:
+        partitions = []
+        for p in topic.partitions:
+            index = int(p.partition)
+            plog, code, _epoch = _leader_log(state, topic.topic, index, int(field(p, "current_leader_epoch", -1)))
+            if plog is None:
+                partitions.append({"error_code": code, "partition": index, "leader_epoch": -1, "end_offset": -1})
+                continue
+            epoch, end = plog.end_offset_for_epoch(int(p.leader_epoch))
+            partitions.append({"error_code": ErrorCode.none, "partition": index, "leader_epoch": epoch,
+                               "end_offset": end})
+        topics.append({"topic": topic.topic, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
