@@ -1,0 +1,30 @@
+"""``local_session()``: a SparkSession to use directly or in ``with``, stopped with its JVM,
+and quiet."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.apps.harness import REPO
+from tests.spark.local_session_run import WORKER_LINE
+from tests.sparkutil import SPARK_NOISE
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_local_session_is_a_session_and_a_context_manager_that_stop_the_jvm_quietly() -> None:
+    done = subprocess.run([sys.executable, "-m", "tests.spark.local_session_run"], cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report == {"direct_is_session": True, "direct_rows": 5, "direct_jvm_exit": 0,
+                      "with_rows": 3, "with_jvm_exit": 0, "with_session_left": False}
+    output = (done.stdout + done.stderr).splitlines()
+    assert not [line for line in output if SPARK_NOISE.search(line)], done.stderr
+    # Quiet, not deaf: what the JVM passes on from Spark's Python workers still shows.
+    assert WORKER_LINE in output, done.stderr
