@@ -1,5 +1,5 @@
 """``local_session()``: a SparkSession to use directly or in ``with``, stopped with its JVM,
-and quiet."""
+and quiet; ``register()`` says what it takes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from pyspark.sql import SparkSession
 
+from streamkit.spark import register
 from tests.apps.harness import REPO
 from tests.spark.local_session_run import WORKER_LINE
 from tests.sparkutil import SPARK_NOISE
@@ -28,3 +30,12 @@ def test_local_session_is_a_session_and_a_context_manager_that_stop_the_jvm_quie
     assert not [line for line in output if SPARK_NOISE.search(line)], done.stderr
     # Quiet, not deaf: what the JVM passes on from Spark's Python workers still shows.
     assert WORKER_LINE in output, done.stderr
+
+
+def test_register_says_what_it_takes(spark: SparkSession) -> None:
+    with pytest.raises(TypeError, match=r"^register\(\) takes a SparkSession \(e\.g\. SparkSession\.builder\."
+                                        r"getOrCreate\(\) or streamkit\.spark\.local_session\(\)\), not "
+                                        r"pyspark\.core\.context\.SparkContext$"):
+        register(spark.sparkContext)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"not str$"):
+        register("local[2]")  # type: ignore[arg-type]
