@@ -1,5 +1,5 @@
 """``local_session()``: a SparkSession to use directly or in ``with``, stopped with its JVM,
-and quiet; ``register()`` says what it takes."""
+and quiet; ``register()`` says what it takes; a missing topic is one plain error."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import sys
 import pytest
 from pyspark.sql import SparkSession
 
-from streamkit.spark import register
+from streamkit.analytics.planning import PlanError
+from streamkit.spark import read_table, read_topic, register
+from streamkit.testing import BrokerThread
 from tests.apps.harness import REPO
 from tests.spark.local_session_run import WORKER_LINE
 from tests.sparkutil import SPARK_NOISE
@@ -39,3 +41,12 @@ def test_register_says_what_it_takes(spark: SparkSession) -> None:
         register(spark.sparkContext)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"not str$"):
         register("local[2]")  # type: ignore[arg-type]
+
+
+def test_a_missing_topic_is_one_plain_error(spark: SparkSession, broker: BrokerThread) -> None:
+    with pytest.raises(PlanError) as raised:
+        read_topic(spark, "nosuch_topic", bootstrap=broker.bootstrap)
+    assert str(raised.value) == "topic(s) nosuch_topic do not exist"
+    with pytest.raises(PlanError) as raised:
+        read_table(spark, "no-app", "counts", bootstrap=broker.bootstrap)
+    assert str(raised.value) == "topic(s) no-app-counts-changelog do not exist"
