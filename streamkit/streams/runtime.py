@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
@@ -123,6 +123,8 @@ class App(Protocol):
     def topic(self, *args: Any, **kwargs: Any) -> Topic: ...
 
     def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
+
+    def repartition_topic(self, name: str, *args: Any, **kwargs: Any) -> Topic: ...
 
     def Table(self, *args: Any, **kwargs: Any) -> Table: ...
 
@@ -201,6 +203,10 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         await self.runtime.on_assigned({(tp.topic, tp.partition) for tp in assigned})
 
 
+def _is_repartition(topic: Topic | None) -> bool:
+    return topic is not None and topic.internal and topic.name.endswith("-repartition")
+
+
 class Runtime:
     def __init__(self, app: App, *, broker: str | None = None, web_port: int | None = None) -> None:
         self.app = app
@@ -237,6 +243,9 @@ class Runtime:
         # Per consumed topic: how its producers place keyed records (declared or detected).
         self._partitioning: dict[str, PartitionerDetector] = {}
         self._announced_idle: set[TP] = set()
+        self._purged: dict[TP, int] = {}
+        self._last_purge = time.monotonic()
+        self._admin: AIOKafkaAdminClient | None = None
         # max.task.idle.ms > 0: input partitions ahead of the slowest lagging one are paused.
         self._alignment: Alignment[TP] | None = (
             Alignment(self.settings.max_task_idle_ms) if self.settings.max_task_idle_ms > 0 else None)
@@ -582,6 +591,7 @@ class Runtime:
                     async with self._lock:
                         await self._mark_idle_inputs()
                     await self.commit()
+                    await self._purge_repartitions()
                 self._report_lag()
                 self.late_log.flush()
                 for table in self.app.tables.values():
@@ -973,6 +983,29 @@ class Runtime:
             self.gate.reopen()
             self._last_commit = time.monotonic()
 
+    async def _purge_repartitions(self) -> None:
+        """Delete what this worker has committed of its repartition topics' partitions
+        (DeleteRecords), every repartition.purge.interval.ms, as Kafka Streams does: they
+        keep records whatever their timestamps (retention.ms=-1), so without this they would
+        only grow."""
+        every = self.settings.repartition_purge_interval_ms
+        if time.monotonic() - self._last_purge < every / 1000:
+            return
+        self._last_purge = time.monotonic()
+        wanted = {tp: o for tp, o in self._committed.items()
+                  if _is_repartition(self.app.topics.get(tp[0])) and tp in self.assigned and self._purged.get(tp) != o}
+        if not wanted:
+            return
+        if self._admin is None:
+            self._admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.app.id}-admin")
+            await start_client(self._admin)
+        try:
+            await self._admin.delete_records({TopicPartition(*tp): RecordsToDelete(o) for tp, o in wanted.items()})
+        except KafkaError as exc:
+            log.info("purging repartition topics failed (%s); trying again later", exc)
+            return
+        self._purged.update(wanted)
+
     async def _past_markers(self, offsets: dict[TP, int]) -> dict[TP, int]:
         """Where every routed record of a partition is processed, commit the consumer's
         position, as Kafka's clients do: past the transaction markers (and aborted records)
@@ -1133,6 +1166,8 @@ class Runtime:
             await table.close()
         self.progress.close()
         self.late_log.flush(force=True)
+        if self._admin is not None:
+            await stop_client(self._admin)
         if self.collector is not None:
             await self.collector.stop()
         if self._broker is not None:

@@ -83,6 +83,7 @@ class AppSettings(BaseModel):
     late_records_topic: str | None = Field(default=None, alias="late.records.topic.name")
     window_idle_close_ms: int = Field(default=0, alias="window.idle.close.ms", ge=0)
     max_task_idle_ms: int = Field(default=0, alias="max.task.idle.ms", ge=-1)
+    repartition_purge_interval_ms: int = Field(default=30000, alias="repartition.purge.interval.ms", ge=0)
     cache_max_bytes_buffering: int = Field(default=10 * 1024 * 1024, alias="statestore.cache.max.bytes", ge=0)
     producer_linger_ms: int = Field(default=5, alias="linger.ms", ge=0)
     producer_acks: Literal["0", "1", "all", "-1"] = Field(default="all", alias="acks")
