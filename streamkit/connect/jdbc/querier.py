@@ -208,7 +208,8 @@ class Querier:
         self._value_schema = Schema("struct", name=name, fields=tuple(
             Field(c.name, c.schema) for c in columns if c.schema is not None))
         index = {c.name: i for i, c in enumerate(columns)}
-        if pk and all(columns[index[p]].schema is not None for p in pk):
+        if (config.key_mode == "primary_key" and pk
+                and all(columns[index[p]].schema is not None for p in pk)):
             self._key_indexes = [index[p] for p in pk]
             self._key_schema = Schema("struct", name=f"{name}.Key", fields=tuple(
                 Field(p, columns[index[p]].schema) for p in pk))  # type: ignore[arg-type]

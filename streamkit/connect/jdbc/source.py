@@ -3,9 +3,9 @@
 Semantics are Confluent's ``JdbcSourceConnector``'s (see ``offsets`` for the modes' queries).
 A record's topic is ``topic.prefix`` + table name (``topic.prefix`` alone for ``query``), its
 source partition ``{"table": name}`` (``{"query": sql}``) and its source offset the mode's
-offset. Records are keyed by the table's primary key: the key is a struct of the primary-key
-columns (``<table>.Key``); tables without a primary key and queries give key None. This is
-what Confluent users get by adding the ValueToKey transform, built in.
+offset. As in Confluent's connector a record's key is None (set one with the ValueToKey
+transform); ``key.mode=primary_key`` keys each record with a struct of its table's
+primary-key columns (``<table>.Key``) instead, None for tables without one and for queries.
 
 Tables are listed once when the connector starts (``table.whitelist``/``table.include.list``,
 else every table of ``table.types`` minus ``table.blacklist``/``table.exclude.list``) and

@@ -199,7 +199,7 @@ def test_query_mode_appends_the_mode_condition(db: Database) -> None:
     insert(db, t, (1, "a", ts(1)), (2, "skip", ts(2)), (3, "c", ts(3)))
     store = OffsetStore()
     cfg = {"connection.url": db.url, "mode": "incrementing", "incrementing.column.name": "id",
-           "topic.prefix": "q-topic", "poll.interval.ms": "20",
+           "topic.prefix": "q-topic", "poll.interval.ms": "20", "key.mode": "primary_key",
            "query": f"SELECT id, name FROM {t.name} WHERE name <> 'skip'"}
     task = start_source(cfg, store)
     try:
@@ -212,6 +212,19 @@ def test_query_mode_appends_the_mode_condition(db: Database) -> None:
     assert got[0].topic == "q-topic"
     assert got[0].source_partition == {"query": cfg["query"]}
     assert got[0].key is None
+
+
+def test_records_have_null_keys_by_default_as_in_confluents_connector(db: Database) -> None:
+    t = make_table(db, "nullkey")
+    insert(db, t, (1, "a", ts(1)), (2, "b", ts(2)))
+    store = OffsetStore()
+    task = start_source(config(db, t, "incrementing", **{"incrementing.column.name": "id"}), store)
+    try:
+        got = poll_until(task, store, lambda got: len(got) >= 2)
+    finally:
+        task.stop()
+    assert [(r.key, r.key_schema) for r in got] == [(None, None), (None, None)]
+    assert ids(got) == [1, 2]
 
 
 def test_value_schema_types_and_primary_key(db: Database) -> None:
@@ -234,12 +247,13 @@ def test_value_schema_types_and_primary_key(db: Database) -> None:
         "day": dt.date(2024, 1, 2), "at": ts(1.5), "ratio": 0.25, "blob": b"\x00\x01"}])
     store = OffsetStore()
     task = start_source({"connection.url": db.url, "mode": "bulk", "topic.prefix": "",
-                         "table.whitelist": name}, store)
+                         "table.whitelist": name, "key.mode": "primary_key"}, store)
     try:
         (record,) = poll_until(task, store, lambda got: len(got) >= 1)
     finally:
         task.stop()
     assert record.key == {"a": 1, "b": "k"}
+    assert record.key_schema.name == f"{name}.Key"
     assert [f.name for f in record.key_schema.fields] == ["a", "b"]
     assert record.value == {"a": 1, "b": "k", "big": 2**40, "price": decimal.Decimal("12.34"),
                             "flag": True, "day": 19724, "at": BASE_MS + 1500, "ratio": 0.25,
@@ -321,7 +335,7 @@ def test_several_timestamp_columns_use_the_first_that_is_set(db: Database) -> No
         task.stop()
 
 
-def test_a_table_without_primary_key_gives_records_without_key(db: Database) -> None:
+def test_primary_key_mode_gives_null_keys_for_a_table_without_one(db: Database) -> None:
     name = db.table_name("nokey")
     table = sa.Table(name, sa.MetaData(), sa.Column("seq", sa.Integer, nullable=False),
                      sa.Column("note", sa.String(20)))
@@ -330,7 +344,7 @@ def test_a_table_without_primary_key_gives_records_without_key(db: Database) -> 
     store = OffsetStore()
     task = start_source({"connection.url": db.url, "mode": "incrementing", "topic.prefix": "",
                          "incrementing.column.name": "seq", "table.whitelist": name,
-                         "poll.interval.ms": "20"}, store)
+                         "poll.interval.ms": "20", "key.mode": "primary_key"}, store)
     try:
         got = poll_until(task, store, lambda got: len(got) >= 2)
     finally:
