@@ -51,7 +51,13 @@ from streamkit.connect.cluster_state import (
     assign_units,
     config_hash,
 )
-from streamkit.connect.config import ValidConfig, patched, validate_config, validation_report
+from streamkit.connect.config import (
+    ValidConfig,
+    log_warnings,
+    patched,
+    validate_config,
+    validation_report,
+)
 from streamkit.connect.connector import Connector, SinkConnector, SourceConnector
 from streamkit.connect.errors import ConfigError
 from streamkit.connect.herder import HerderError, _entry, _sink_partition, source_offset_changes
@@ -501,6 +507,7 @@ class DistributedHerder:
             raise HerderError(400, f"Connector name configuration ({given}) doesn't match connector name "
                                    f"in the URL ({name})")
         valid = validate_config({**config, "name": name}, self.registry, self._worker_settings)
+        log_warnings(valid)
         self._require_member()
         exists = name in self.state.connectors
         if exists and create_only:

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamkit.connect import kafka_ops
-from streamkit.connect.config import ValidConfig, patched, validate_config, validation_report
+from streamkit.connect.config import (
+    ValidConfig,
+    log_warnings,
+    patched,
+    validate_config,
+    validation_report,
+)
 from streamkit.connect.connector import Connector, SinkConnector, SourceConnector
 from streamkit.connect.errors import ConfigError
 from streamkit.connect.metrics import ConnectMetrics
@@ -177,6 +183,7 @@ class Herder:
                          target: TargetState = TargetState.STARTED) -> tuple[bool, dict[str, Any]]:
         """Create or replace a connector's config; (created, info). ConfigError when invalid."""
         valid = self._validated(name, config)
+        log_warnings(valid)
         async with self._lock:
             existing = self._connectors.get(name)
             if existing is not None and create_only:

@@ -24,7 +24,6 @@ class names are accepted: ``LogAndFailExceptionHandler`` is ``fail``,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +36,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from streamkit.hints import did_you_mean
 
 __all__ = ["AppSettings", "SettingsError", "setting_names"]
 
@@ -109,8 +110,7 @@ class AppSettings(BaseModel):
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "settings"
             if first["type"] == "extra_forbidden":
-                close = get_close_matches(where, setting_names(), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = did_you_mean(where, setting_names())
                 raise SettingsError(f"unknown app setting {where!r}{hint}") from None
             raise SettingsError(f"bad value for app setting {where!r}: {first['msg']}") from None
 

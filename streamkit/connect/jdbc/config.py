@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from streamkit.connect.connector import ConnectorConfig
 from streamkit.connect.errors import ConfigError
+from streamkit.connect.transforms import config_problems
 
 __all__ = ["JdbcSinkConfig", "JdbcSourceConfig", "parse_config", "to_task_config"]
 
@@ -175,14 +176,7 @@ def parse_config(model: type[C], config: Mapping[str, Any] | C) -> C:
     try:
         return model.model_validate(dict(config))
     except ValidationError as exc:
-        problems: dict[str, list[str]] = {}
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            if not loc and ": " in msg:
-                loc, msg = msg.split(": ", 1)
-            problems.setdefault(loc or "config", []).append(msg)
-        raise ConfigError(problems) from None
+        raise ConfigError(config_problems(exc)) from None
 
 
 def to_task_config(config: ConnectorConfig, **extra: str) -> dict[str, str]:
