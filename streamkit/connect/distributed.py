@@ -68,7 +68,7 @@ from streamkit.connect.plugins import PluginError, PluginRegistry, plugin_type
 from streamkit.connect.runner import RunnerSettings, start_client, stop_client
 from streamkit.connect.sink_runner import SinkTaskRunner, sink_group
 from streamkit.connect.source_runner import ExactlyOnce, SourceTaskRunner, transactional_id
-from streamkit.connect.status import State, Status, TargetState, trace_of
+from streamkit.connect.status import State, Status, TargetState, log_failure, trace_of
 from streamkit.connect.worker_config import WorkerConfig
 
 __all__ = ["DistributedHerder"]
@@ -308,7 +308,7 @@ class DistributedHerder:
             await asyncio.to_thread(instance.start, valid.connector)
             fresh = await asyncio.to_thread(instance.task_configs, valid.common.tasks_max)
         except Exception as exc:
-            log.error("connector %s failed to start", name, exc_info=True)
+            log_failure(log, f"connector {name}", exc)
             self._connectors[name] = _LocalConnector(_Failed(), config_hash(config), State.FAILED, trace_of(exc))
             return
         self._connectors[name] = _LocalConnector(instance, config_hash(config), State.RUNNING)

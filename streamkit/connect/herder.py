@@ -32,7 +32,7 @@ from streamkit.connect.plugins import PluginError, PluginRegistry
 from streamkit.connect.runner import RunnerSettings
 from streamkit.connect.sink_runner import SinkTaskRunner, sink_group
 from streamkit.connect.source_runner import SourceTaskRunner
-from streamkit.connect.status import State, Status, TargetState, trace_of
+from streamkit.connect.status import State, Status, TargetState, log_failure, trace_of
 from streamkit.connect.worker_config import WorkerConfig
 
 __all__ = ["Herder", "HerderError"]
@@ -227,7 +227,7 @@ class Herder:
             await asyncio.to_thread(instance.start, c.valid.connector)
             configs = await asyncio.to_thread(instance.task_configs, c.valid.common.tasks_max)
         except Exception as exc:
-            log.error("connector %s failed to start", name, exc_info=True)
+            log_failure(log, f"connector {name}", exc)
             c.state, c.trace = State.FAILED, trace_of(exc)
             await asyncio.to_thread(_quietly, instance.stop)
             c.instance = None

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeVar
 
 from streamkit.connect.config import ValidConfig
 from streamkit.connect.metrics import ConnectMetrics
-from streamkit.connect.status import State, Status, trace_of
+from streamkit.connect.status import State, Status, log_failure, trace_of
 from streamkit.connect.tolerance import ErrorHandler
 
 __all__ = ["RunnerSettings", "TaskLife", "TaskRunner", "TaskThread", "start_client", "stop_client"]
@@ -69,13 +69,22 @@ class TaskLife:
         self.worker_id = worker_id
         self.state = State.UNASSIGNED
         self.trace: str | None = None
-        self.stopping = False
+        # set by stop(): ends the loop, and any wait in it (a pause, a retry's backoff)
+        self.stop_requested = asyncio.Event()
         self.resumed = asyncio.Event()
         self.resumed.set()
         self.stop_called = threading.Lock()
 
     def status(self) -> Status:
         return Status(self.state, self.worker_id, self.trace)
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_requested.is_set()
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+        self.resumed.set()
 
     def fail(self, error: BaseException) -> None:
         self.state = State.FAILED
@@ -115,7 +124,8 @@ class TaskRunner(abc.ABC):
         self.config = settings.task_config
         self._life = TaskLife(settings.worker_id)
         self._thread = TaskThread(f"{settings.connector}-{settings.task_id}")
-        self._errors = ErrorHandler(settings.valid.common, settings.connector, settings.task_id)
+        self._errors = ErrorHandler(settings.valid.common, settings.connector, settings.task_id,
+                                    stop=self._life.stop_requested)
         self._loop_task: asyncio.Task[None] | None = None
 
     def status(self) -> Status:
@@ -135,8 +145,7 @@ class TaskRunner(abc.ABC):
         self._life.resume()
 
     async def stop(self) -> None:
-        self._life.stopping = True
-        self._life.resumed.set()
+        self._life.request_stop()
         if self._loop_task is not None:
             timeout = max(self.settings.shutdown_timeout_ms, 1000) / 1000
             done, _ = await asyncio.wait({self._loop_task}, timeout=timeout)
@@ -153,6 +162,16 @@ class TaskRunner(abc.ABC):
     @abc.abstractmethod
     async def _run(self) -> None:
         """The loop: start the task, then work until ``_life.stopping``; stop the task."""
+
+    def _loop_failed(self, error: Exception) -> None:
+        """The loop ended with ``error``: the task FAILED, unless it was being stopped
+        (a retry cut short by a delete, say), which is only worth a warning."""
+        what = f"{self.kind} task {self.settings.connector}-{self.id}"
+        if self._life.stopping:
+            log_failure(log, f"{what} (while stopping)", error, logging.INFO)
+            return
+        log_failure(log, what, error)
+        self._life.fail(error)
 
 
 async def start_client(client: Any) -> None:

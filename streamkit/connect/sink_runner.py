@@ -131,8 +131,7 @@ class SinkTaskRunner(TaskRunner):
                 await self._commit(set(self._context.assigned))
                 await self._close(set(self._context.assigned))
         except Exception as exc:
-            log.error("sink task %s-%d failed", s.connector, self.id, exc_info=True)
-            self._life.fail(exc)
+            self._loop_failed(exc)
         finally:
             if self._task is not None and self._task_started:
                 await asyncio.to_thread(self._life.call_stop_once, self._task.stop)

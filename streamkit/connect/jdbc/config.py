@@ -41,6 +41,11 @@ class _Connection(ConnectorConfig):
                                         description="Database user; wins over the URL's.")
     connection_password: str | None = Field(None, alias="connection.password",
                                             description="Database password; wins over the URL's.")
+    connection_attempts: int = Field(
+        3, alias="connection.attempts", ge=1,
+        description="Attempts to connect before the task fails (the database unreachable).")
+    connection_backoff_ms: int = Field(10000, alias="connection.backoff.ms", ge=0,
+                                       description="Wait between two connection attempts (ms).")
 
 
 class JdbcSourceConfig(_Connection):

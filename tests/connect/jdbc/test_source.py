@@ -481,15 +481,42 @@ def test_numerics_without_scale_read_as_floats_beside_exact_decimals_and_offsets
         assert type(got[0].value["amount"]) is float
 
 
-def test_a_database_down_at_start_is_left_to_the_polls_which_retry() -> None:
-    """The task describes its tables at start; a database it cannot reach yet does not fail
-    the start: the polls raise RetriableError (the runtime retries them) until it answers."""
+@pytest.mark.parametrize("url", ["jdbc:postgresql://127.0.0.1:1/test", "jdbc:mysql://127.0.0.1:1/test",
+                                 "jdbc:sqlite:/nonexistent/dir/test.db"])
+def test_an_unreachable_database_fails_the_start_after_connection_attempts(
+        url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """As Confluent's task: connection.attempts tries, connection.backoff.ms apart, then the
+    task fails with the driver's reason on one line (no SQLAlchemy footer)."""
     task = JdbcSourceTask()
     task.initialize(OffsetStore())
-    task.start({"connection.url": "jdbc:postgresql://127.0.0.1:1/test", "mode": "incrementing",
-                "incrementing.column.name": "id", "topic.prefix": "", "tables": "orders"})
+    with caplog.at_level("WARNING", logger="streamkit.connect.jdbc"), pytest.raises(ConnectError) as info:
+        task.start({"connection.url": url, "mode": "incrementing", "incrementing.column.name": "id",
+                    "topic.prefix": "", "tables": "orders", "connection.attempts": "3",
+                    "connection.backoff.ms": "10"})
+    retries = [r.getMessage() for r in caplog.records if "retrying in 10 ms" in r.getMessage()]
+    assert [m.split(" (attempt ")[1].split(")")[0] for m in retries] == ["1 of 3", "2 of 3"]
+    message = str(info.value)
+    assert message.startswith("cannot connect to ") and "after 3 attempt(s) (connection.attempts=3): " in message
+    assert "\n" not in message and "sqlalche.me" not in message and "Background on this error" not in message
+
+
+def test_a_wrong_incrementing_column_fails_the_start_naming_the_nearest_column(db: Database) -> None:
+    t = make_table(db, "wrongcol")
+    with pytest.raises(ConnectError) as info:
+        start_source(config(db, t, "incrementing", **{"incrementing.column.name": "idd"}), OffsetStore())
+    assert str(info.value) == f"table {t.name!r} has no column 'idd' (did you mean 'id'?)"
+
+
+def test_a_bad_query_fails_the_poll_with_the_drivers_reason_on_one_line(db: Database) -> None:
+    store = OffsetStore()
+    task = start_source({"connection.url": db.url, "mode": "bulk", "topic.prefix": "q",
+                         "query": "SELECT id FROM no_such_table_anywhere"}, store)
     try:
-        with pytest.raises(RetriableError, match="orders"):
+        with pytest.raises(ConnectError) as info:
             task.poll()
     finally:
         task.stop()
+    assert not isinstance(info.value, RetriableError)
+    message = str(info.value)
+    assert "no_such_table_anywhere" in message
+    assert "\n" not in message and "sqlalche.me" not in message and "[SQL:" not in message
