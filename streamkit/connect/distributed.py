@@ -65,7 +65,7 @@ from streamkit.connect.kafka_log import KafkaLog, KafkaOffsetStore
 from streamkit.connect.metrics import ConnectMetrics
 from streamkit.connect.offsets import offset_key
 from streamkit.connect.plugins import PluginError, PluginRegistry, plugin_type
-from streamkit.connect.runner import RunnerSettings, start_client, stop_client
+from streamkit.connect.runner import GROUP_STOP_WAIT_S, RunnerSettings, start_client, stop_client
 from streamkit.connect.sink_runner import SinkTaskRunner, sink_group
 from streamkit.connect.source_runner import ExactlyOnce, SourceTaskRunner, transactional_id
 from streamkit.connect.status import State, Status, TargetState, log_failure, trace_of
@@ -221,7 +221,7 @@ class DistributedHerder:
         with contextlib.suppress(Exception):
             await self.offsets.flush()
         if self._group is not None:
-            await stop_client(self._group)  # leave the group: the others rebalance at once
+            await stop_client(self._group, GROUP_STOP_WAIT_S)  # leave the group: the others rebalance at once
         for kafka_log in (self.offsets.log, self._status_log, self._config_log):
             if kafka_log is not None:
                 await kafka_log.stop()

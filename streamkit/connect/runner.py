@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
@@ -18,7 +18,15 @@ from streamkit.connect.metrics import ConnectMetrics
 from streamkit.connect.status import State, Status, log_failure, trace_of
 from streamkit.connect.tolerance import ErrorHandler
 
-__all__ = ["RunnerSettings", "TaskLife", "TaskRunner", "TaskThread", "start_client", "stop_client"]
+__all__ = [
+    "GROUP_STOP_WAIT_S",
+    "RunnerSettings",
+    "TaskLife",
+    "TaskRunner",
+    "TaskThread",
+    "start_client",
+    "stop_client",
+]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +93,25 @@ class TaskLife:
     def request_stop(self) -> None:
         self.stop_requested.set()
         self.resumed.set()
+
+    async def unless_stopped(self, awaitable: Awaitable[T]) -> T | None:
+        """``awaitable``'s result; None when a stop comes first (a consumer's poll that
+        waits for a rebalance to end must not hold the stop), the awaitable then cancelled."""
+        work = asyncio.ensure_future(awaitable)
+        stopped = asyncio.ensure_future(self.stop_requested.wait())
+        try:
+            await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            work.cancel()
+            raise
+        finally:
+            stopped.cancel()
+        if work.done():
+            return work.result()
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        return None
 
     def fail(self, error: BaseException) -> None:
         self.state = State.FAILED
@@ -183,7 +210,20 @@ async def start_client(client: Any) -> None:
         raise
 
 
-async def stop_client(client: Any) -> None:
-    stop = getattr(client, "stop", None) or client.close
+# How long a group member's stop may wait. aiokafka's consumer leaves its group only after a
+# join under way has ended, which lasts as long as the group's rebalance (up to the broker's
+# group.initial.rebalance.delay.ms, or a slow member's max.poll.interval.ms); past this the
+# worker goes on stopping and the broker drops the member at its session timeout.
+GROUP_STOP_WAIT_S = 0.5
+
+_stopping: set[asyncio.Future[Any]] = set()  # stops that went on in the background
+
+
+async def stop_client(client: Any, wait_s: float | None = None) -> None:
+    """Stop an aiokafka client, errors ignored; give up waiting after ``wait_s`` seconds
+    (the stop itself goes on in the background)."""
+    stop = asyncio.ensure_future((getattr(client, "stop", None) or client.close)())
+    _stopping.add(stop)
+    stop.add_done_callback(_stopping.discard)
     with contextlib.suppress(Exception):
-        await asyncio.shield(stop())
+        await asyncio.wait_for(asyncio.shield(stop), wait_s)
