@@ -192,7 +192,7 @@ class TaskRunner(abc.ABC):
 
     def _loop_failed(self, error: Exception) -> None:
         """The loop ended with ``error``: the task FAILED, unless it was being stopped
-        (a retry cut short by a delete, say), which is only worth a warning."""
+        (a retry cut short by a delete, say), which is only worth a line at INFO."""
         what = f"{self.kind} task {self.settings.connector}-{self.id}"
         if self._life.stopping:
             log_failure(log, f"{what} (while stopping)", error, logging.INFO)
@@ -219,11 +219,17 @@ GROUP_STOP_WAIT_S = 0.5
 _stopping: set[asyncio.Future[Any]] = set()  # stops that went on in the background
 
 
+def _stopped(stop: asyncio.Future[Any]) -> None:
+    _stopping.discard(stop)
+    if not stop.cancelled():
+        stop.exception()  # retrieved: a failed stop of a client is of no consequence
+
+
 async def stop_client(client: Any, wait_s: float | None = None) -> None:
     """Stop an aiokafka client, errors ignored; give up waiting after ``wait_s`` seconds
     (the stop itself goes on in the background)."""
     stop = asyncio.ensure_future((getattr(client, "stop", None) or client.close)())
     _stopping.add(stop)
-    stop.add_done_callback(_stopping.discard)
+    stop.add_done_callback(_stopped)
     with contextlib.suppress(Exception):
         await asyncio.wait_for(asyncio.shield(stop), wait_s)
