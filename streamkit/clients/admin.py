@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from aiokafka.errors import KafkaError, for_code
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
 from streamkit.clients.names import InvalidTopicName, check_topic_name
+from streamkit.hints import did_you_mean
 
 __all__ = [
     "ClientError",
@@ -165,9 +165,7 @@ async def alter_topic_config(bootstrap: str, name: str, set_configs: dict[str, s
         known = sorted(key for key, _, _ in entries)
         for key in [*set_configs, *delete]:
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ClientError(f"unknown topic config {key!r}{hint}")
+                raise ClientError(f"unknown topic config {key!r}{did_you_mean(key, known)}")
         overrides = {key: value for key, value, override in entries if override}
         overrides.update(set_configs)
         for key in delete:
