@@ -39,10 +39,10 @@ from streamkit.streams.windows import (
 from streamkit.testing import http_get
 
 from .conftest import Probe, eventually, running
+from .oracles import sessionize, sliding_aggregate
 
 # Tests that read a repartition topic after the app: nothing purged meanwhile.
 KEEP_REPARTITIONED = {"repartition.purge.interval.ms": 600_000}
-from .oracles import sessionize, sliding_aggregate
 
 pytestmark = pytest.mark.timeout(120)
 
