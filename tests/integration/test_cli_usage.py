@@ -91,17 +91,21 @@ def test_broker_data_dir_without_permission(tmp_path: Path) -> None:
     assert "permission" in stderr or "Read-only" in stderr, stderr
 
 
-def test_broker_port_in_use_is_a_bind_error(tmp_path: Path) -> None:
+def test_broker_port_in_use_is_refused_before_the_data_dir_is_touched(tmp_path: Path) -> None:
+    """The listener is bound first: a taken port leaves neither a new data directory nor
+    new partition directories (the internal topics) in an existing one."""
+    existing = tmp_path / "existing"
+    existing.mkdir()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = cli("broker", "--data-dir", str(tmp_path / "data"), "--port", str(port))
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    # (after the broker's start-up log lines)
-    assert result.stderr.splitlines()[-1] == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
-    # refused after the lock: a later start on the same directory is not blocked
-    assert (tmp_path / "data" / ".lock").read_text() == ""
+        for data_dir in (tmp_path / "new", existing):
+            result = cli("broker", "--data-dir", str(data_dir), "--port", str(port))
+            assert result.returncode == 2
+            assert result.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert not (tmp_path / "new").exists()
+    assert list(existing.iterdir()) == []
 
 
 class WorkerProcess:
