@@ -51,6 +51,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from streamkit import logfmt
 from streamkit.streams.agent import SKIPPED, Agent, AgentStream
 from streamkit.streams.assignor import StreamsAssignor
 from streamkit.streams.clients import start_client, stop_client
@@ -964,7 +965,7 @@ class Runtime:
     async def on_revoked(self, revoked: set[TP]) -> None:
         if not revoked:
             return
-        log.info("partitions revoked: %s", sorted(revoked))
+        log.info("partitions revoked: %s", logfmt.assignment(revoked))
         self.tasks.cancel_restores(self.assigned - revoked)
         async with self._lock:
             try:
@@ -988,7 +989,7 @@ class Runtime:
                 await self.collector.close_tasks(gone)
 
     async def on_assigned(self, assigned: set[TP]) -> None:
-        log.info("partitions assigned: %s", sorted(assigned))
+        log.info("partitions assigned: %s", logfmt.assignment(assigned))
         self._joined = True
         consumer = self._consumer
         assert consumer is not None
@@ -1015,7 +1016,7 @@ class Runtime:
             offsets = await asyncio.gather(*(consumer.committed(TopicPartition(*tp)) for tp in ordered))
         except KafkaError as exc:
             log.warning("could not read the committed offsets of %s (%s); lag shows from the next commit",
-                        ordered, exc)
+                        logfmt.assignment(ordered), exc)
             return
         for tp, offset in zip(ordered, offsets, strict=True):
             if tp in self.assigned and tp not in self._committed:

@@ -462,3 +462,51 @@ def test_every_command_and_option_has_help() -> None:
     walk(typer.main.get_command(app), "streamkit")
     assert "streamkit groups reset-offsets" in seen and "streamkit worker" in seen  # the walk went deep
     assert missing == []
+
+
+# -- logs a user reads ------------------------------------------------------------------------
+
+# A Python repr in a log line ([('t', 0), ...], {'k': 'v'}, ('a', 1)), an enum's repr, or a
+# space where none belongs (two in a row, before punctuation, at the end).
+_NOT_PRODUCT = re.compile(r"\[\(|\{'|\('|<\w+\.\w+: |  | [,.;:)]| $")
+
+
+def test_worker_and_broker_logs_read_like_a_product(broker_factory: Callable[..., BrokerProcess],
+                                                    workers: Callable[..., WorkerProcess], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two exactly-once workers with standby tasks, and their broker, at log level info:
+    partitions read as topic[ranges], tasks as ranges, topic configs as key=value."""
+    broker = broker_factory()
+    topic, app_id = short_name(), short_name()
+    ok("topics", "create", topic, "--partitions", "4", "-b", broker.bootstrap)
+    monkeypatch.setenv("SK_TEST_CONFIG", '{"processing.guarantee": "exactly_once", "num.standby.replicas": 1}')
+    first = workers(bootstrap=broker.bootstrap, app_id=app_id, topic=topic, data_dir=tmp_path / "w1")
+    wait_until(lambda: "partitions assigned" in first.log(), 60, lambda: f"the first assignment:\n{first.log()}")
+    second = workers(bootstrap=broker.bootstrap, app_id=app_id, topic=topic, data_dir=tmp_path / "w2")
+    wait_until(lambda: "partitions assigned" in second.log() and "standby tasks" in first.log() + second.log(),
+               90, lambda: f"the rebalance with standby tasks:\n{first.log()}\n{second.log()}")
+    assert first.stop() == 0 and second.stop() == 0
+    worker_lines = first.log().splitlines() + second.log().splitlines()
+
+    def messages(lines: list[str], logger: str) -> list[str]:
+        return [line.split(f" {logger}: ", 1)[1] for line in lines if f" {logger}: " in line]
+
+    runtime = messages(worker_lines, "streamkit.streams.runtime")
+    assert f"partitions assigned: {topic}[0-3]" in runtime  # the first worker, alone
+    partitions = re.escape(topic) + r"\[[0-9,-]+\]"
+    assert [m for m in runtime if re.fullmatch(f"partitions (assigned|revoked): {partitions}", m)] == [
+        m for m in runtime if m.startswith("partitions ")]
+    tasks = messages(worker_lines, "streamkit.streams.task_manager") + messages(
+        worker_lines, "streamkit.streams.collector")
+    assert any(re.fullmatch(r"standby tasks: [0-9,-]+", m) for m in tasks), tasks
+    assert any(re.fullmatch(r"exactly-once: transactional producers of tasks [0-9,-]+ ready", m) for m in tasks)
+
+    created = messages(broker.log_file.read_text().splitlines(), "streamkit.broker.topics")
+    assert f"created topic {topic} with 4 partitions" in created
+    assert f"created topic {app_id}-counts-changelog with 4 partitions (cleanup.policy=compact)" in created
+    assert any(re.fullmatch(r"created topic __consumer_offsets with \d+ partitions \(cleanup.policy=compact, "
+                            r"segment.bytes=\d+\)", m) for m in created), created
+
+    for line in worker_lines + broker.log_file.read_text().splitlines():
+        message = line.split(": ", 1)[-1]
+        assert not _NOT_PRODUCT.search(message), line
