@@ -156,7 +156,7 @@ def _run(coro: Any) -> Any:
 
     from aiokafka.errors import KafkaError
 
-    from streamkit.clients.admin import ClientError
+    from streamkit.clients.errors import ClientError
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # errors are reported once, below
     try:
@@ -505,6 +505,7 @@ def connect_standalone(
     loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error"),
 ) -> None:
     """Run one Connect worker with its offsets in a local file (Kafka's connect-standalone)."""
+    from streamkit.clients.errors import ClientError
     from streamkit.connect.errors import ConfigError
     from streamkit.connect.standalone import run_standalone
 
@@ -514,7 +515,7 @@ def connect_standalone(
             raise _fail(f"{path} does not exist")
     try:
         run_standalone(worker_config, connector_configs or [], ready_file)
-    except ConfigError as exc:
+    except (ConfigError, ClientError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(f"cannot start the Connect worker: {exc.strerror or exc}") from None
@@ -527,6 +528,7 @@ def connect_distributed(
     loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error"),
 ) -> None:
     """Run one worker of a Connect cluster: configs, offsets and status in compacted topics."""
+    from streamkit.clients.errors import ClientError
     from streamkit.connect.distributed_worker import run_distributed
     from streamkit.connect.errors import ConfigError
 
@@ -535,7 +537,7 @@ def connect_distributed(
         raise _fail(f"{worker_config} does not exist")
     try:
         run_distributed(worker_config, ready_file)
-    except ConfigError as exc:
+    except (ConfigError, ClientError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(f"cannot start the Connect worker: {exc.strerror or exc}") from None

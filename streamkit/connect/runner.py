@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from streamkit.clients.lifecycle import start_client, stop_client
 from streamkit.connect.config import ValidConfig
 from streamkit.connect.metrics import ConnectMetrics
 from streamkit.connect.status import State, Status, trace_of
@@ -153,18 +154,3 @@ class TaskRunner(abc.ABC):
     @abc.abstractmethod
     async def _run(self) -> None:
         """The loop: start the task, then work until ``_life.stopping``; stop the task."""
-
-
-async def start_client(client: Any) -> None:
-    """Start an aiokafka client; one that fails half-way is stopped (its sockets closed)."""
-    try:
-        await client.start()
-    except BaseException:
-        await stop_client(client)
-        raise
-
-
-async def stop_client(client: Any) -> None:
-    stop = getattr(client, "stop", None) or client.close
-    with contextlib.suppress(Exception):
-        await asyncio.shield(stop())
