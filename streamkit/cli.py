@@ -332,10 +332,14 @@ def groups_list(bootstrap: str = BootstrapOption) -> None:
 
     groups = _run(list_groups(bootstrap))
     modern = _run(describe_modern_groups(bootstrap, [g for g, p in groups if p != "share"]))
+    table = Table()
+    for col in ("group", "protocol type", "group type"):
+        table.add_column(col, no_wrap=True)
     for group, protocol in groups:
         # The group type: "share" (KIP-932), "consumer" (KIP-848) or "classic" (JoinGroup/SyncGroup).
         kind = "share" if protocol == "share" else "consumer" if modern.get(group) is not None else "classic"
-        console.print(f"{group}\t{protocol}\t{kind}", highlight=False)
+        table.add_row(group, protocol, kind)
+    console.print(table)
 
 
 @groups_app.command("describe")

@@ -173,8 +173,10 @@ def test_groups_list_describe_and_reset(broker: BrokerProcess) -> None:
     assert sorted(out.splitlines()) == sorted(f"v{i}" for i in range(30))
     assert committed(broker.bootstrap, group, name, 3) == ends  # committed on exit
 
-    listed = [line.split() for line in ok("groups", "list", *b).stdout.splitlines()]
-    assert [group, "consumer", "classic"] in listed
+    listed = ok("groups", "list", *b).stdout
+    assert [c.strip() for c in re.split(r"[┃]", listed.splitlines()[1]) if c.strip()] == [
+        "group", "protocol type", "group type"]
+    assert [group, "consumer", "classic"] in table_rows(listed)
 
     described = ok("groups", "describe", group, *b).stdout
     assert described.splitlines()[0] == f"group {group}: Empty, 0 members"
