@@ -4,7 +4,7 @@ Connect open their connections to a broker.
 A broker that cannot be reached is one ``BrokerUnreachable`` error, ``cannot reach a broker
 at 127.0.0.1:9092 (connection refused)``: aiokafka only says "Unable to bootstrap from"
 its list of addresses, and logs the reason apart, so ``start_client`` finds the reason by
-connecting to each address once, and keeps aiokafka's own line about it out of the log.
+connecting to the first address once, and keeps aiokafka's own line about it out of the log.
 
 A client whose start or stop is cancelled half-way leaves connections open: aiokafka's
 bootstrap strands its connection when cancelled in the middle of the metadata request, and a
@@ -33,6 +33,10 @@ __all__ = ["bootstrap_addresses", "reporting_unreachable", "start_client", "stop
 
 log = logging.getLogger(__name__)
 
+# How long a cancelled start or stop may take to finish before it is abandoned (an
+# unreachable broker makes aiokafka retry for its request timeout).
+_CANCELLED_WAIT_S = 10.0
+
 # How long the connection that finds out why a broker is unreachable may take.
 _PROBE_TIMEOUT_S = 5.0
 
@@ -59,10 +63,6 @@ def reporting_unreachable() -> Iterator[None]:
         yield
     finally:
         _starting.reset(token)
-
-# How long a cancelled start or stop may take to finish before it is abandoned (an
-# unreachable broker makes aiokafka retry for its request timeout).
-_CANCELLED_WAIT_S = 10.0
 
 
 def _stopper(client: Any) -> Callable[[], Awaitable[None]]:
@@ -135,11 +135,9 @@ def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
 
 async def unreachable(bootstrap: str, timeout_s: float = _PROBE_TIMEOUT_S) -> BrokerUnreachable:
     """The error for a ``bootstrap`` no client could start on, with the reason a TCP
-    connection to each of its addresses gives (the first address's, when they differ)."""
-    reasons: list[str] = []
-    for host, port in bootstrap_addresses(bootstrap):
-        reasons.append(await _connect_once(host, port, timeout_s))
-    return BrokerUnreachable(bootstrap, reasons[0] if reasons else "no address given")
+    connection to its first address gives."""
+    host, port = bootstrap_addresses(bootstrap)[0]
+    return BrokerUnreachable(bootstrap, await _connect_once(host, port, timeout_s))
 
 
 async def _connect_once(host: str, port: int, timeout_s: float) -> str:
