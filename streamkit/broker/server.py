@@ -172,14 +172,23 @@ class Broker:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        # Locked before anything is read: a second broker on the same directory would
-        # "recover" partitions this one is appending to. DataDirectoryError names the path.
-        self._dir_lock.acquire()
+        # Bound first: a taken port must fail before the data directory is created or its
+        # internal topics are. Serving starts only once the state below exists.
+        self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
+                                                  limit=_READ_SIZE, reuse_address=True, start_serving=False)
         try:
+            # Locked before anything is read: a second broker on the same directory would
+            # "recover" partitions this one is appending to. DataDirectoryError names the path.
+            self._dir_lock.acquire()
             await self._start()
         except BaseException:
             self._dir_lock.release()
+            self._server.close()
+            self._server = None
             raise
+        await self._server.start_serving()
+        log.info("streamkit broker %d listening on %s:%d (data in %s)", self.config.node_id, self.host,
+                 self.port, self.data_dir)
 
     async def _start(self) -> None:
         cfg = self.config
@@ -230,12 +239,6 @@ class Broker:
             _Markers(topics, coordinator, waiters, clock), producer_ids.next_id, clock)
         txns.load()
         share = self._share_coordinator(topics, clock, group_configs.overrides)
-        try:
-            self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
-                                                      limit=_READ_SIZE, reuse_address=True)
-        except BaseException:
-            logs.close()  # a refused bind leaves the logs as a clean stop does
-            raise
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
                                  producer_ids, waiters, clock, txns, group_configs, share)
         groups.start()
@@ -261,8 +264,6 @@ class Broker:
             asyncio.create_task(self._every_on_loop(_SHARE_TICK_MS, self._share_tick),
                                 name="streamkit-share-expiry"),
         ]
-        log.info("streamkit broker %d listening on %s:%d (data in %s)", cfg.node_id, self.host,
-                 self.port, self.data_dir)
 
     def _share_coordinator(self, topics: TopicManager, clock: Callable[[], int],
                            group_configs: Callable[[str], Mapping[str, str]]) -> ShareCoordinator:

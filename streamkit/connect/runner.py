@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from streamkit.clients.lifecycle import start_client, stop_client
 from streamkit.connect.config import ValidConfig
 from streamkit.connect.metrics import ConnectMetrics
 from streamkit.connect.status import State, Status, log_failure, trace_of
@@ -201,35 +202,8 @@ class TaskRunner(abc.ABC):
         self._life.fail(error)
 
 
-async def start_client(client: Any) -> None:
-    """Start an aiokafka client; one that fails half-way is stopped (its sockets closed)."""
-    try:
-        await client.start()
-    except BaseException:
-        await stop_client(client)
-        raise
-
-
 # How long a group member's stop may wait. aiokafka's consumer leaves its group only after a
 # join under way has ended, which lasts as long as the group's rebalance (up to the broker's
 # group.initial.rebalance.delay.ms, or a slow member's max.poll.interval.ms); past this the
 # worker goes on stopping and the broker drops the member at its session timeout.
 GROUP_STOP_WAIT_S = 0.5
-
-_stopping: set[asyncio.Future[Any]] = set()  # stops that went on in the background
-
-
-def _stopped(stop: asyncio.Future[Any]) -> None:
-    _stopping.discard(stop)
-    if not stop.cancelled():
-        stop.exception()  # retrieved: a failed stop of a client is of no consequence
-
-
-async def stop_client(client: Any, wait_s: float | None = None) -> None:
-    """Stop an aiokafka client, errors ignored; give up waiting after ``wait_s`` seconds
-    (the stop itself goes on in the background)."""
-    stop = asyncio.ensure_future((getattr(client, "stop", None) or client.close)())
-    _stopping.add(stop)
-    stop.add_done_callback(_stopped)
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(asyncio.shield(stop), wait_s)

@@ -81,6 +81,9 @@ class StandaloneWorker:
         herder.worker_id = f"{self._http_host}:{http.port}"
         self.herder, self._http = herder, http
         try:
+            # As Kafka's connect-standalone, which looks up the cluster id before it starts
+            # anything: an unreachable broker is one error now, not a failed task per connector.
+            await kafka_ops.cluster_id(self.worker.bootstrap_servers)
             for name, config in self._initial:
                 await herder.put_config(name, config)
             await http.start()

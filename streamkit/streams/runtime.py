@@ -51,6 +51,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from streamkit import logfmt
+from streamkit.clients.errors import BrokerUnreachable
+from streamkit.clients.lifecycle import reporting_unreachable, unreachable
 from streamkit.streams.agent import SKIPPED, Agent, AgentStream
 from streamkit.streams.assignor import StreamsAssignor
 from streamkit.streams.clients import start_client, stop_client
@@ -140,20 +143,6 @@ CATCH_UP_MIN_LAG = 10_000
 GROUP_WAIT_LOG_MS = 3000
 # How often the lag is looked at for catch-up progress.
 LAG_CHECK_MS = 1000
-
-
-class _QuietConnectErrors(logging.Filter):
-    """While the worker retries an unreachable broker, aiokafka logs an error per attempt
-    besides the worker's own retry line: keep the worker's line (it has the reason)."""
-
-    last = ""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if message.startswith("Unable connect to"):
-            self.last = message
-            return False
-        return True
 
 
 class StartupError(RuntimeError):
@@ -383,27 +372,19 @@ class Runtime:
         timeout_ms = self.settings.bootstrap_timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000
         delay = 0.5
-        quiet = _QuietConnectErrors()
-        aiokafka_log = logging.getLogger("aiokafka")
-        aiokafka_log.addFilter(quiet)
-        try:
-            await self._connect_retrying(start, deadline, delay, timeout_ms, quiet)
-        finally:
-            aiokafka_log.removeFilter(quiet)
-
-    async def _connect_retrying(self, start: Any, deadline: float, delay: float, timeout_ms: int,
-                                quiet: _QuietConnectErrors) -> None:
         while True:
             try:
-                await start()
+                with reporting_unreachable():
+                    await start()
                 return
             except KafkaConnectionError as exc:
+                error: Exception = exc
+                if not isinstance(exc, BrokerUnreachable) and self.bootstrap is not None:
+                    error = await unreachable(self.bootstrap)  # a client's own start() says less
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise StartupError(f"cannot reach the broker at {self.bootstrap} (retried for "
-                                       f"bootstrap.timeout.ms={timeout_ms}): {exc}") from None
-                reason, quiet.last = quiet.last or str(exc), ""
-                log.warning("broker %s unreachable (%s); retrying in %.1fs", self.bootstrap, reason, min(delay, left))
+                    raise StartupError(f"{error}; gave up after bootstrap.timeout.ms={timeout_ms}") from None
+                log.warning("%s; retrying in %.1fs", error, min(delay, left))
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, 5.0)
 
@@ -1042,7 +1023,7 @@ class Runtime:
     async def on_revoked(self, revoked: set[TP]) -> None:
         if not revoked:
             return
-        log.info("partitions revoked: %s", sorted(revoked))
+        log.info("partitions revoked: %s", logfmt.assignment(revoked))
         self.tasks.cancel_restores(self.assigned - revoked)
         async with self._lock:
             try:
@@ -1067,7 +1048,7 @@ class Runtime:
                 await self.collector.close_tasks(gone)
 
     async def on_assigned(self, assigned: set[TP]) -> None:
-        log.info("partitions assigned: %s", sorted(assigned))
+        log.info("partitions assigned: %s", logfmt.assignment(assigned))
         self._joined = True
         consumer = self._consumer
         assert consumer is not None
@@ -1094,7 +1075,7 @@ class Runtime:
             offsets = await asyncio.gather(*(consumer.committed(TopicPartition(*tp)) for tp in ordered))
         except KafkaError as exc:
             log.warning("could not read the committed offsets of %s (%s); lag shows from the next commit",
-                        ordered, exc)
+                        logfmt.assignment(ordered), exc)
             return
         for tp, offset in zip(ordered, offsets, strict=True):
             if tp in self.assigned and tp not in self._committed:

@@ -90,8 +90,9 @@ def test_standalone_process_runs_the_shipped_file_connectors(broker: BrokerThrea
     assert list(offsets.values()) == [{"position": 12}]
 
 
-def test_bad_config_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
-    (tmp_path / "worker.json").write_text(json.dumps({"bootstrap.servers": "127.0.0.1:1", "rest.port": "0"}))
+def test_bad_config_is_one_line_and_exit_code_2(broker: BrokerThread, tmp_path: Path) -> None:
+    # a broker to reach: as Kafka's connect-standalone, the worker checks it before the connectors
+    (tmp_path / "worker.json").write_text(json.dumps({"bootstrap.servers": broker.bootstrap, "rest.port": "0"}))
     (tmp_path / "bad.json").write_text(json.dumps({"name": "bad", "config": {
         "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "tasks.max": "x"}}))
     result = subprocess.run(
