@@ -18,16 +18,21 @@ from streamkit.log.inspect import SegmentSummary, dump_records, summarize_partit
 # -h as well as --help, on every command (click passes it down to sub-commands)
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
-app = typer.Typer(
+
+def _typer(**kwargs: Any) -> typer.Typer:
+    # rich_markup_mode=None: click's plain help, which wraps text to the terminal instead of
+    # cutting it in narrow table cells and shows no type for flags; usage errors are click's
+    # lines, not a box.
+    return typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                       context_settings=CONTEXT, rich_markup_mode=None, **kwargs)
+
+
+app = _typer(
     name="streamkit",
     help=(
         "streamkit: stream processing in Python on a Kafka-compatible broker and partition log.\n\n"
         "Run `streamkit COMMAND -h` for the options of a command."
     ),
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings=CONTEXT,
 )
 
 # Piped output is for other programs and files: rich's default of 80 columns would
@@ -75,11 +80,11 @@ def version() -> None:
 
 @app.command("dump-log")
 def dump_log(
-    path: Path = typer.Argument(..., help="A partition directory (or one .log segment file)."),
+    path: Path = typer.Argument(..., metavar="PATH", help="A partition directory (or one .log segment file)."),
     records: bool = typer.Option(False, "--records", help="Decode and print every record."),
-    limit: int = typer.Option(50, "--limit", help="Print at most this many records."),
+    limit: int = typer.Option(50, "--limit", metavar="N", help="Print at most this many records."),
 ) -> None:
-    """Inspect a partition directory on disk, like Kafka's kafka-dump-log.sh."""
+    """Inspect a partition directory on disk (like kafka-dump-log.sh)."""
     if not path.exists():
         raise _fail(f"{path} does not exist")
     directory = path if path.is_dir() else path.parent
@@ -101,18 +106,23 @@ def dump_log(
 @app.command()
 def broker(
     data_dir: Path | None = typer.Option(
-        None, "--data-dir", show_default="log.dirs, else ./data/broker",
+        None, "--data-dir", metavar="DIR", show_default="log.dirs, else ./data/broker",
         help="Where partition logs live; locked (DIR/.lock) while the broker runs."),
-    host: str | None = typer.Option(None, "--host", show_default="listeners, else 127.0.0.1",
+    host: str | None = typer.Option(None, "--host", metavar="HOST", show_default="listeners, else 127.0.0.1",
                                     help="Address to bind."),
-    port: int | None = typer.Option(None, "--port", show_default="listeners, else 9092",
+    port: int | None = typer.Option(None, "--port", metavar="PORT", show_default="listeners, else 9092",
                                     help="Port to bind; 0: any free port."),
-    config_file: Path | None = typer.Option(None, "--config", help="A Kafka server.properties file."),
-    overrides: list[str] = typer.Option([], "--set", help="Override a setting: key=value (Kafka's names); repeatable."),
-    ready_file: Path | None = typer.Option(None, "--ready-file", help="Write the bound port here once listening."),
-    loglevel: str = typer.Option("info", "--loglevel", help="debug, info, warning or error."),
+    config_file: Path | None = typer.Option(None, "--config", metavar="FILE",
+                                            help="A Kafka server.properties file."),
+    overrides: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                        help="Override a setting: key=value (Kafka's names); repeatable."),
+    ready_file: Path | None = typer.Option(None, "--ready-file", metavar="FILE",
+                                           help="Write the bound port here once listening."),
+    loglevel: str = typer.Option("info", "--loglevel", metavar="LEVEL", help="debug, info, warning or error."),
 ) -> None:
-    """Run a Kafka-protocol broker: any Kafka client or tool can produce and consume."""
+    """Run a Kafka-protocol broker.
+
+    Any Kafka client or tool can produce to it and consume from it."""
     from streamkit.broker.config import BrokerConfig, read_properties
     from streamkit.broker.run import placement, run_broker
     from streamkit.dirlock import DataDirectoryError
@@ -139,13 +149,11 @@ def broker(
 
 
 BootstrapOption = typer.Option(
-    "127.0.0.1:9092", "--bootstrap-server", "-b", envvar="STREAMKIT_BOOTSTRAP_SERVER",
+    "127.0.0.1:9092", "--bootstrap-server", "-b", metavar="HOST:PORT", envvar="STREAMKIT_BOOTSTRAP_SERVER",
     help="host:port of any Kafka-protocol broker (streamkit or Apache Kafka).",
 )
-topics_app = typer.Typer(help="Create, list, describe, delete and configure topics.", no_args_is_help=True,
-                         context_settings=CONTEXT)
-groups_app = typer.Typer(help="List and describe consumer groups; reset their offsets.", no_args_is_help=True,
-                         context_settings=CONTEXT)
+topics_app = _typer(help="Create, list, describe, delete and configure topics.")
+groups_app = _typer(help="List and describe consumer groups; reset their offsets.")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
 
@@ -156,7 +164,7 @@ def _run(coro: Any) -> Any:
 
     from aiokafka.errors import KafkaError
 
-    from streamkit.clients.admin import ClientError
+    from streamkit.clients.errors import ClientError
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # errors are reported once, below
     try:
@@ -179,9 +187,11 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 @topics_app.command("create")
 def topics_create(
-    name: str = typer.Argument(..., help="Topic name: letters, digits, '.', '_', '-' (at most 249)."),
-    partitions: int = typer.Option(1, "--partitions", "-p", min=1, help="Number of partitions."),
-    config: list[str] = typer.Option([], "--config", "-c", help="Topic config key=value (Kafka's names); repeatable."),
+    name: str = typer.Argument(..., metavar="NAME",
+                               help="Topic name: letters, digits, '.', '_', '-' (at most 249)."),
+    partitions: int = typer.Option(1, "--partitions", "-p", metavar="N", min=1, help="Number of partitions."),
+    config: list[str] = typer.Option([], "--config", "-c", metavar="KEY=VALUE",
+                                     help="Topic config key=value (Kafka's names); repeatable."),
     if_not_exists: bool = typer.Option(False, "--if-not-exists", help="Succeed if the topic already exists."),
     bootstrap: str = BootstrapOption,
 ) -> None:
@@ -205,8 +215,11 @@ def topics_list(
 
 
 @topics_app.command("describe")
-def topics_describe(name: str = typer.Argument(..., help="Topic name."), bootstrap: str = BootstrapOption) -> None:
-    """Show a topic's partitions with their offsets, and its configs.
+def topics_describe(
+    name: str = typer.Argument(..., metavar="NAME", help="Topic name."),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Show a topic's partitions, offsets and configs.
 
     Each partition's earliest and latest offset; the configs set on the topic itself are
     marked "(override)"."""
@@ -227,7 +240,10 @@ def topics_describe(name: str = typer.Argument(..., help="Topic name."), bootstr
 
 
 @topics_app.command("delete")
-def topics_delete(name: str = typer.Argument(..., help="Topic name."), bootstrap: str = BootstrapOption) -> None:
+def topics_delete(
+    name: str = typer.Argument(..., metavar="NAME", help="Topic name."),
+    bootstrap: str = BootstrapOption,
+) -> None:
     """Delete a topic and its data."""
     from streamkit.clients.admin import delete_topic
 
@@ -237,12 +253,16 @@ def topics_delete(name: str = typer.Argument(..., help="Topic name."), bootstrap
 
 @topics_app.command("alter-config")
 def topics_alter_config(
-    name: str = typer.Argument(..., help="Topic name."),
-    set_: list[str] = typer.Option([], "--set", help="key=value to set (Kafka's names); repeatable."),
-    delete: list[str] = typer.Option([], "--delete", help="A key to reset to the broker's default; repeatable."),
+    name: str = typer.Argument(..., metavar="NAME", help="Topic name."),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                   help="key=value to set (Kafka's names); repeatable."),
+    delete: list[str] = typer.Option([], "--delete", metavar="KEY",
+                                     help="A key to reset to the broker's default; repeatable."),
     bootstrap: str = BootstrapOption,
 ) -> None:
-    """Set or remove a topic's config overrides (the others are kept)."""
+    """Set or remove a topic's config overrides.
+
+    The overrides not named are kept."""
     from streamkit.clients.admin import alter_topic_config
 
     if not set_ and not delete:
@@ -260,19 +280,23 @@ def _separator(text: str | None) -> str | None:
 
 @app.command()
 def produce(
-    topic: str = typer.Argument(..., help="Topic to write to (created with the broker's defaults if missing)."),
+    topic: str = typer.Argument(..., metavar="TOPIC",
+                                help="Topic to write to (created with the broker's defaults if missing)."),
     key_separator: str | None = typer.Option(
-        None, "--key-separator", help="Split each line into KEY and VALUE at the first SEP (e.g. ':' or '\\t')."),
+        None, "--key-separator", metavar="SEP",
+        help="Split each line into KEY and VALUE at the first SEP (e.g. ':' or '\\t')."),
     timestamp: int | None = typer.Option(
-        None, "--timestamp", show_default="the producer's clock",
+        None, "--timestamp", metavar="MS", show_default="the producer's clock",
         help="Timestamp of every record, epoch milliseconds."),
     timestamp_separator: str | None = typer.Option(
-        None, "--timestamp-separator",
+        None, "--timestamp-separator", metavar="SEP",
         help="Each line starts with its own timestamp (epoch ms) and this separator: TS<SEP>[KEY<SEP>]VALUE."),
-    partition: int | None = typer.Option(None, "--partition", show_default="by key (murmur2), else spread",
+    partition: int | None = typer.Option(None, "--partition", metavar="P",
+                                         show_default="by key (murmur2), else spread",
                                          help="Write every record to this partition."),
-    acks: str = typer.Option("all", "--acks", help="0, 1 or all."),
-    compression: str | None = typer.Option(None, "--compression", help="gzip, snappy, lz4 or zstd."),
+    acks: str = typer.Option("all", "--acks", metavar="ACKS", help="0, 1 or all."),
+    compression: str | None = typer.Option(None, "--compression", metavar="CODEC",
+                                           help="gzip, snappy, lz4 or zstd."),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Produce one record per line of standard input.
@@ -294,21 +318,24 @@ def produce(
 
 @app.command()
 def consume(
-    topic: str = typer.Argument(..., help="Topic to read (it must exist: reading never creates it)."),
-    group: str | None = typer.Option(None, "--group", "-g",
+    topic: str = typer.Argument(..., metavar="TOPIC",
+                                help="Topic to read (it must exist: reading never creates it)."),
+    group: str | None = typer.Option(None, "--group", "-g", metavar="GROUP",
                                      help="Consume as a member of this group (offsets committed at exit)."),
     from_beginning: bool = typer.Option(False, "--from-beginning",
                                         help="Start at the earliest offset when the group has none committed."),
-    partition: int | None = typer.Option(None, "--partition", help="Read only this partition (no group assignment)."),
-    offset: int | None = typer.Option(None, "--offset", help="With --partition: start at this offset."),
-    max_messages: int | None = typer.Option(None, "--max-messages", min=1, show_default="no limit",
+    partition: int | None = typer.Option(None, "--partition", metavar="P",
+                                         help="Read only this partition (no group assignment)."),
+    offset: int | None = typer.Option(None, "--offset", metavar="OFFSET",
+                                      help="With --partition: start at this offset."),
+    max_messages: int | None = typer.Option(None, "--max-messages", metavar="N", min=1, show_default="no limit",
                                             help="Stop after this many records."),
-    timeout_ms: int | None = typer.Option(None, "--timeout-ms", show_default="wait forever",
+    timeout_ms: int | None = typer.Option(None, "--timeout-ms", metavar="MS", show_default="wait forever",
                                           help="Stop after this long without records."),
     print_key: bool = typer.Option(False, "--print-key", help="Print KEY<SEP>VALUE."),
     print_timestamp: bool = typer.Option(False, "--print-timestamp",
                                          help="Print CreateTime:MS<SEP> before each record."),
-    key_separator: str = typer.Option("\t", "--key-separator", show_default="tab",
+    key_separator: str = typer.Option("\t", "--key-separator", metavar="SEP", show_default="tab",
                                       help="Separator for --print-key."),
     bootstrap: str = BootstrapOption,
 ) -> None:
@@ -326,22 +353,33 @@ def consume(
 
 @groups_app.command("list")
 def groups_list(bootstrap: str = BootstrapOption) -> None:
-    """List groups: id, protocol type and group type (classic, consumer or share)."""
+    """List groups with their protocol type and group type.
+
+    The group type is classic, consumer (KIP-848) or share (KIP-932)."""
     from streamkit.clients.admin import list_groups
     from streamkit.clients.consumer_groups import describe_modern_groups
 
     groups = _run(list_groups(bootstrap))
     modern = _run(describe_modern_groups(bootstrap, [g for g, p in groups if p != "share"]))
+    table = Table()
+    for col in ("group", "protocol type", "group type"):
+        table.add_column(col, no_wrap=True)
     for group, protocol in groups:
         # The group type: "share" (KIP-932), "consumer" (KIP-848) or "classic" (JoinGroup/SyncGroup).
         kind = "share" if protocol == "share" else "consumer" if modern.get(group) is not None else "classic"
-        console.print(f"{group}\t{protocol}\t{kind}", highlight=False)
+        table.add_row(group, protocol, kind)
+    console.print(table)
 
 
 @groups_app.command("describe")
-def groups_describe(group: str = typer.Argument(..., help="Group id."), bootstrap: str = BootstrapOption) -> None:
-    """Show a group's state, members, committed offsets and lag (share groups: each
-    partition's share start offset and the records not yet delivered and settled)."""
+def groups_describe(
+    group: str = typer.Argument(..., metavar="GROUP", help="Group id."),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Show a group's state, members, offsets and lag.
+
+    For a consumer group: its committed offsets and lag. For a share group: each
+    partition's share start offset and the records not yet delivered and settled."""
     from streamkit.clients.admin import describe_group
     from streamkit.clients.consumer_groups import describe_modern_groups
     from streamkit.clients.share import describe_share_group
@@ -397,25 +435,25 @@ def _print_share_group(group: str, shared: Any) -> None:
 
 @groups_app.command("reset-offsets")
 def groups_reset_offsets(
-    group: str = typer.Argument(..., help="Group id (it must have no active members)."),
-    topic: str = typer.Option(..., "--topic", help="Topic whose offsets to move."),
-    partitions: list[int] = typer.Option([], "--partition", show_default="every partition",
+    group: str = typer.Argument(..., metavar="GROUP", help="Group id (it must have no active members)."),
+    topic: str = typer.Option(..., "--topic", metavar="TOPIC", help="Topic whose offsets to move."),
+    partitions: list[int] = typer.Option([], "--partition", metavar="P", show_default="every partition",
                                          help="Only this partition; repeatable."),
     to_earliest: bool = typer.Option(False, "--to-earliest", help="To each partition's earliest offset."),
     to_latest: bool = typer.Option(False, "--to-latest", help="To each partition's end (skip everything)."),
-    to_offset: int | None = typer.Option(None, "--to-offset",
+    to_offset: int | None = typer.Option(None, "--to-offset", metavar="N",
                                          help="To this offset (refused outside a partition's earliest..latest)."),
     to_timestamp: int | None = typer.Option(
-        None, "--to-timestamp",
+        None, "--to-timestamp", metavar="MS",
         help="To the first record at or after this time, epoch ms (the end if there is none)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only show the new offsets (the default)."),
     execute: bool = typer.Option(False, "--execute", help="Commit the new offsets."),
     bootstrap: str = BootstrapOption,
 ) -> None:
-    """Move a group's committed offsets (a dry run unless --execute).
+    """Move a group's committed offsets.
 
-    As kafka-consumer-groups.sh --reset-offsets: the plan is printed, and committed only
-    with --execute."""
+    As kafka-consumer-groups.sh --reset-offsets: the plan is printed (a dry run), and
+    committed only with --execute."""
     from streamkit.clients.admin import reset_offsets
 
     chosen = [(name, value) for name, on, value in (
@@ -442,24 +480,28 @@ def groups_reset_offsets(
 
 @app.command()
 def worker(
-    app_path: str = typer.Option(..., "--app", "-A",
+    app_path: str = typer.Option(..., "--app", "-A", metavar="MODULE:APP",
                                  help="The app: package.module:app (or package.module), importable from "
                                       "the working directory."),
-    broker: str | None = typer.Option(None, "--broker", "-b", show_default="an embedded broker",
+    broker: str | None = typer.Option(None, "--broker", "-b", metavar="HOST:PORT",
+                                      show_default="an embedded broker",
                                       help="Kafka bootstrap host:port of an existing broker."),
-    broker_port: int = typer.Option(0, "--broker-port", show_default="0: any free port",
+    broker_port: int = typer.Option(0, "--broker-port", metavar="PORT", show_default="0: any free port",
                                     help="Port of the embedded broker (without --broker); printed at start."),
     data_dir: Path | None = typer.Option(
-        None, "--data-dir", show_default="./data/{application.id}",
+        None, "--data-dir", metavar="DIR", show_default="./data/{application.id}",
         help="State stores (locked while the worker runs) and the embedded broker's data."),
-    web_port: int | None = typer.Option(None, "--web-port", show_default="web.port, else none",
+    web_port: int | None = typer.Option(None, "--web-port", metavar="PORT", show_default="web.port, else none",
                                         help="Serve /health, /metrics and /tables on this port (0: any)."),
     overrides: list[str] = typer.Option(
-        [], "--set", help="Override an app setting: key=value with Kafka Streams' names "
+        [], "--set", metavar="KEY=VALUE", help="Override an app setting: key=value with Kafka Streams' names "
                           "(e.g. deserialization.exception.handler=dead_letter); repeatable."),
-    loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error."),
+    loglevel: str = typer.Option("info", "--loglevel", "-l", metavar="LEVEL",
+                                 help="debug, info, warning or error."),
 ) -> None:
-    """Run a stream app's agents, tables and pipelines (one worker of its consumer group)."""
+    """Run a stream app's agents, tables and pipelines.
+
+    The worker is one member of the app's consumer group; start more to share the work."""
     import logging
 
     from streamkit.dirlock import DataDirectoryError
@@ -492,19 +534,25 @@ def _os_error(exc: OSError, bind_context: str) -> str:
     return f"{bind_context}: {reason}"
 
 
-connect_app = typer.Typer(help="Run Kafka Connect workers: connectors from JSON configs, REST API.",
-                          no_args_is_help=True)
+connect_app = _typer(help="Run Kafka Connect workers: JSON connector configs, REST API.")
 app.add_typer(connect_app, name="connect")
 
 
 @connect_app.command("standalone")
 def connect_standalone(
-    worker_config: Path = typer.Argument(..., help="worker.json (or .properties) with Kafka Connect's worker keys"),
-    connector_configs: list[Path] = typer.Argument(None, help='connector configs: {"name": ..., "config": {...}}'),
-    ready_file: Path | None = typer.Option(None, "--ready-file", help="write the REST port here once serving"),
-    loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error"),
+    worker_config: Path = typer.Argument(..., metavar="WORKER_CONFIG",
+                                         help="worker.json (or .properties) with Kafka Connect's worker keys."),
+    connector_configs: list[Path] = typer.Argument(None, metavar="CONNECTOR_CONFIG",
+                                                   help='Connector configs: {"name": ..., "config": {...}}.'),
+    ready_file: Path | None = typer.Option(None, "--ready-file", metavar="FILE",
+                                           help="Write the REST port here once serving."),
+    loglevel: str = typer.Option("info", "--loglevel", "-l", metavar="LEVEL",
+                                 help="debug, info, warning or error."),
 ) -> None:
-    """Run one Connect worker with its offsets in a local file (Kafka's connect-standalone)."""
+    """Run one Connect worker, with its offsets in a local file.
+
+    As Kafka's connect-standalone."""
+    from streamkit.clients.errors import ClientError
     from streamkit.connect.errors import ConfigError
     from streamkit.connect.standalone import run_standalone
 
@@ -514,7 +562,7 @@ def connect_standalone(
             raise _fail(f"{path} does not exist")
     try:
         run_standalone(worker_config, connector_configs or [], ready_file)
-    except ConfigError as exc:
+    except (ConfigError, ClientError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(f"cannot start the Connect worker: {exc.strerror or exc}") from None
@@ -522,11 +570,18 @@ def connect_standalone(
 
 @connect_app.command("distributed")
 def connect_distributed(
-    worker_config: Path = typer.Argument(..., help="worker.json with group.id and the *.storage.topic keys"),
-    ready_file: Path | None = typer.Option(None, "--ready-file", help="write the REST port here once serving"),
-    loglevel: str = typer.Option("info", "--loglevel", "-l", help="debug, info, warning or error"),
+    worker_config: Path = typer.Argument(..., metavar="WORKER_CONFIG",
+                                         help="worker.json with group.id and the *.storage.topic keys."),
+    ready_file: Path | None = typer.Option(None, "--ready-file", metavar="FILE",
+                                           help="Write the REST port here once serving."),
+    loglevel: str = typer.Option("info", "--loglevel", "-l", metavar="LEVEL",
+                                 help="debug, info, warning or error."),
 ) -> None:
-    """Run one worker of a Connect cluster: configs, offsets and status in compacted topics."""
+    """Run one worker of a Connect cluster.
+
+    Configs, offsets and status live in compacted topics, as with Kafka's
+    connect-distributed."""
+    from streamkit.clients.errors import ClientError
     from streamkit.connect.distributed_worker import run_distributed
     from streamkit.connect.errors import ConfigError
 
@@ -535,7 +590,7 @@ def connect_distributed(
         raise _fail(f"{worker_config} does not exist")
     try:
         run_distributed(worker_config, ready_file)
-    except ConfigError as exc:
+    except (ConfigError, ClientError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(f"cannot start the Connect worker: {exc.strerror or exc}") from None

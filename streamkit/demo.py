@@ -145,6 +145,8 @@ async def broker_tour(directory: Path) -> None:
 
 STREAM_VIEWS = 3000
 STREAM_MINUTES = 3
+CLOSING_MS = 600_000  # event time of the views that close the windows, after t0
+GRACE_MS = 10_000
 
 
 def _stream_app(bootstrap: str, data_dir: Path) -> App:
@@ -172,7 +174,7 @@ def _stream_app(bootstrap: str, data_dir: Path) -> App:
     (app.stream(views)
         .filter(lambda v: v.page != "/health")
         .group_by(lambda v: v.page, name="by_page")
-        .window(tumbling(minutes=1), grace=timedelta(seconds=10), expires=timedelta(hours=1))
+        .window(tumbling(minutes=1), grace=timedelta(milliseconds=GRACE_MS), expires=timedelta(hours=1))
         .count(name="page_counts")
         .final()
         .to("page_counts"))
@@ -193,7 +195,8 @@ async def stream_tour(directory: Path) -> None:
 
     shutil.rmtree(directory, ignore_errors=True)
     console.rule("[bold]streamkit demo: stream processing")
-    async with embedded_broker(directory / "broker") as broker:
+    # Event times in 2023: kept whatever their age (see streamkit.demo_pipeline).
+    async with embedded_broker(directory / "broker", {"log.retention.ms": -1}) as broker:
         app = _stream_app(broker.bootstrap, directory / "app")
         runtime = await app.start(web_port=0)
         try:
@@ -215,11 +218,13 @@ async def stream_tour(directory: Path) -> None:
             # earlier windows' end + grace: they close, and their final counts come out.
             for page in PAGES:
                 await producer.send("demo_page_views", orjson.dumps({"user": "u0", "page": page}),
-                                    key=b"u0", timestamp_ms=t0 + 600_000)
+                                    key=b"u0", timestamp_ms=t0 + CLOSING_MS)
             await producer.flush()
             await producer.stop()
-            console.print(f"produced {STREAM_VIEWS + len(PAGES)} page views over {STREAM_MINUTES} minutes of event "
-                          "time (every 10th a /health check)")
+            console.print(f"produced {STREAM_VIEWS:,} page views over {STREAM_MINUTES} minutes of event time (every "
+                          f"10th a /health check), then {len(PAGES)} at minute {CLOSING_MS // 60_000}, one per "
+                          "page: they move each page's stream time past the first windows' end and grace period, "
+                          "so those windows close")
             results = await _read_results(broker.bootstrap, len(expected))
             console.print("page_counts, one final result per page and minute (event time):")
             for page in PAGES:
@@ -232,11 +237,14 @@ async def stream_tour(directory: Path) -> None:
             total_views = STREAM_VIEWS - STREAM_VIEWS // 10 + len(PAGES)
             await _wait_for_totals(port, total_views)
             status, body = await http_get(port, "/tables/views_per_page/%2Fcart")
-            console.print(f"interactive query GET /tables/views_per_page/%2Fcart -> {status} {body}")
+            console.print(f"interactive query GET /tables/views_per_page/%2Fcart -> {status} {body} (every view of "
+                          f"/cart, the one at minute {CLOSING_MS // 60_000} included)")
             status, body = await http_get(port, "/tables/page_counts/%2Fcart")
             windows = body.get("value", []) if isinstance(body, dict) else []
-            console.print(f"interactive query GET /tables/page_counts/%2Fcart -> {status}, {len(windows)} windows "
-                          "(closed ones kept until they expire): " + ", ".join(
+            closed = [w for w in windows if w["end"] + GRACE_MS <= t0 + CLOSING_MS]
+            console.print(f"interactive query GET /tables/page_counts/%2Fcart -> {status}, {len(windows)} windows: "
+                          f"{len(closed)} closed (kept until they expire, an hour later), and "
+                          f"{len(windows) - len(closed)} still open, the closing view's: " + ", ".join(
                               f"[{w['start'] - t0}, {w['end'] - t0}) ms: {w['value']}" for w in windows))
         finally:
             await runtime.stop()

@@ -2,8 +2,9 @@
 
 ``make demo`` runs it, with nothing to set up:
 
-1. a deterministic sample of page views (JSON Lines, ``VIEWS`` rows over an hour of event
-   time, page popularity skewed like real traffic) is generated into the demo's data dir;
+1. a deterministic sample of page views (JSON Lines, ``VIEWS`` over an hour of event
+   time, page popularity skewed like real traffic, then one per page ten minutes later
+   that closes the last windows) is generated into the demo's data dir;
 2. an embedded broker starts on a free port;
 3. a Connect worker (standalone, in this process) runs the file source connector of
    ``connectors/demo-file-source.json``, which ingests the file into ``page_views``;
@@ -27,7 +28,6 @@ import random
 import shutil
 import threading
 import time
-import warnings
 from collections import Counter
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -61,8 +61,14 @@ class Sample:
     """The generated input and what a batch computation says about it."""
 
     path: Path
-    rows: int
+    rows: int  # lines in the file: the hour's views and the closing ones
+    views: int  # the hour's views, health checks included
     windows: dict[tuple[str, int], int]  # (page, window start) -> views, for windows that close
+
+    @property
+    def counted(self) -> int:
+        """Views in the windows that close: the hour's, less the health checks."""
+        return sum(self.windows.values())
 
     def totals(self) -> Counter[str]:
         out: Counter[str] = Counter()
@@ -92,7 +98,7 @@ def generate(path: Path, views: int = VIEWS, seed: int = 7) -> Sample:
     lines.extend(orjson.dumps({"user": "u0", "page": page, "ts": closing}) for page in PAGES)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"\n".join(lines) + b"\n")
-    return Sample(path, len(lines), dict(windows))
+    return Sample(path, len(lines), views, dict(windows))
 
 
 def _app(bootstrap: str, data_dir: Path) -> App:
@@ -127,37 +133,34 @@ def _connector(config_file: str, **overrides: str) -> tuple[str, dict[str, Any]]
     return shipped["name"], {**shipped["config"], **overrides}
 
 
-def _start_spark(warehouse: Path) -> Future[SparkSession]:
+def _start_spark(warehouse: Path) -> tuple[Future[None], Future[SparkSession]]:
     """A local SparkSession, started in the background while the pipeline runs (the Spark
-    sink connector's task shares it: one JVM for the whole demo)."""
-    with warnings.catch_warnings():
-        # pyspark 4 warns on import that it does not fully support pandas 3 yet
-        warnings.simplefilter("ignore", FutureWarning)
-        import pyspark.sql  # imported here, once, before any thread imports it
-        import pyspark.testing.utils  # noqa: F401 - the module that warns
+    sink connector's task shares it: one JVM for the whole demo). The first future is done
+    once the JVM runs, quietly (``streamkit.spark.jvm``): start the connector after it, or
+    its task would launch the JVM itself, with Spark's default logging."""
+    import pyspark.sql  # noqa: F401 - imported here, once, before any thread imports it
 
     from streamkit.connect.spark import acquire_spark_session
+    from streamkit.spark.jvm import start_jvm
 
-    log4j = warehouse / "log4j2.properties"
-    log4j.parent.mkdir(parents=True, exist_ok=True)
-    log4j.write_text("rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
-                     "appender.console.type = Console\nappender.console.name = console\n"
-                     "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
-                     "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n")
-    future: Future[SparkSession] = Future()
+    conf = {"spark.master": "local[1]", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "1", "spark.sql.session.timeZone": "UTC",
+            "spark.sql.warehouse.dir": str(warehouse)}
+    jvm: Future[None] = Future()
+    session: Future[SparkSession] = Future()
 
     def start() -> None:
         try:
-            future.set_result(acquire_spark_session({
-                "spark.master": "local[1]", "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
-                "spark.sql.shuffle.partitions": "1", "spark.sql.session.timeZone": "UTC",
-                "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
-                "spark.sql.warehouse.dir": str(warehouse)}))
+            start_jvm(conf)
+            jvm.set_result(None)
+            session.set_result(acquire_spark_session(conf))
         except BaseException as exc:
-            future.set_exception(exc)
+            for future in (jvm, session):
+                if not future.done():
+                    future.set_exception(exc)
 
     threading.Thread(target=start, name="demo-spark", daemon=True).start()
-    return future
+    return jvm, session
 
 
 class _EndOffsets:
@@ -217,12 +220,16 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
     shutil.rmtree(directory, ignore_errors=True)
     console.rule("[bold]streamkit demo: the whole pipeline")
     sample = generate(directory / "input" / "page_views.jsonl", views)
-    console.print(f"generated {sample.rows:,} page views (JSON Lines, {MINUTES} minutes of event time, "
-                  f"{len(PAGES)} pages) in {sample.path}")
-    spark_future = _start_spark(directory / "spark")
+    console.print(f"generated {sample.rows:,} page views (JSON Lines) in {sample.path}: {sample.views:,} over "
+                  f"{MINUTES} minutes of event time on {len(PAGES)} pages, every 25th a {HEALTH} check, then "
+                  f"{sample.rows - sample.views} ten minutes later, one per page, to close the last windows")
+    jvm_started, spark_future = _start_spark(directory / "spark")
     table = directory / "tables" / "page_counts"
     expected = len(sample.windows)
-    async with embedded_broker(directory / "broker") as broker:
+    # The sample's event times are in November 2023, and the repartitioned views and the
+    # window results carry them: under the default retention.ms (7 days) the broker would
+    # delete them at its next retention check, as Kafka would (README: old event timestamps).
+    async with embedded_broker(directory / "broker", {"log.retention.ms": -1}) as broker:
         await create_topic(broker.bootstrap, "page_views", 1, {})
         app = _app(broker.bootstrap, directory / "app")
         runtime = await app.start()
@@ -236,6 +243,7 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
         consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
         commit_log = CommitLog(table)
         try:
+            await asyncio.wrap_future(jvm_started)
             await worker.start()
             await consumer.start()
             console.print(f"broker on {broker.bootstrap}; Connect worker on {worker.url} running "
@@ -265,7 +273,8 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
     expected_top = sorted(batch_totals.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP]
     exact = [(r.page, r.views) for r in top] == expected_top and rows == expected and total == sum(batch_totals.values())
     console.print(f"pipeline: {sample.rows:,} page views ingested -> {expected:,} windowed counts -> {rows:,} rows "
-                  f"in {batches} micro-batches, {total:,} views; in {time.monotonic() - started:.0f} s")
+                  f"in {batches} micro-batches, {total:,} views (the {sample.views - sample.counted:,} {HEALTH} "
+                  f"checks filtered; the closing views' windows stay open); in {time.monotonic() - started:.0f} s")
     console.print(f"top pages {'match' if exact else 'DO NOT match'} the batch computation of the input "
                   f"({runtime.metrics.late_records} late records)")
     console.print(f"read the table yourself: spark.read.parquet({str(table)!r})")

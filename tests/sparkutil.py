@@ -8,33 +8,32 @@ test session ends (``stop_spark_session``, called from tests/conftest.py), JVM i
 from __future__ import annotations
 
 import functools
-import warnings
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["spark_session", "stop_spark_session"]
+__all__ = ["SPARK_NOISE", "spark_session", "stop_spark_session"]
+
+# What Spark and its JVM print when left to their defaults: log4j's banner and WARN lines
+# (NativeCodeLoader, Utils' hostname notice...), the "Setting default log level" banner,
+# the JVM's incubator-module notice, and pyspark's FutureWarning about pandas 3.
+SPARK_NOISE = re.compile(r"log4j|Setting default log level|To adjust logging level|NativeCodeLoader|"
+                         r"Using incubator modules|FutureWarning|PySpark does not yet|\bWARN\b")
 
 
 @functools.cache
 def spark_session() -> SparkSession:
-    with warnings.catch_warnings():
-        # pyspark checks the pandas version on import and warns about pandas 3
-        warnings.simplefilter("ignore", FutureWarning)
-        from streamkit.spark.session import start_local_session
+    from streamkit.spark.session import local_session
 
-        return start_local_session("streamkit-tests", config={
-            "spark.default.parallelism": "2", "spark.driver.memory": "1g",
-            "spark.sql.session.timeZone": "UTC"})
+    return local_session("streamkit-tests", config={
+        "spark.default.parallelism": "2", "spark.driver.memory": "1g", "spark.sql.session.timeZone": "UTC"})
 
 
 def stop_spark_session() -> None:
     """Stop the shared session and its JVM, if one was started (at the end of the tests)."""
     if spark_session.cache_info().currsize == 0:
         return
-    from streamkit.spark.session import stop_jvm
-
     spark_session().stop()
-    stop_jvm()
     spark_session.cache_clear()

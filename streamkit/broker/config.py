@@ -20,13 +20,13 @@ So that a Kafka ``server.properties`` (ZooKeeper or KRaft) can be reused as it i
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamkit.hints import did_you_mean
 from streamkit.log.config import BROKER_SYNONYMS, ConfigDef, LogConfig, parse_value, render_value
 from streamkit.log.errors import ConfigError
 
@@ -277,9 +277,7 @@ def _is_ignored(name: str) -> bool:
 
 def _unknown(name: str) -> ConfigError:
     known = [*_BY_NAME, *BROKER_SYNONYMS, *_BROKER_ALIASES]
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return ConfigError(f"unknown broker config {name!r}{hint}")
+    return ConfigError(f"unknown broker config {name!r}{did_you_mean(name, known)}")
 
 
 def _parse_listeners(text: str, setting: str, protocols: Mapping[str, str],

@@ -13,7 +13,6 @@ The coordinators read them through ``GroupConfigStore.get(group_id)``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import re
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from streamkit.broker.config import BrokerConfig
+from streamkit.hints import did_you_mean
 from streamkit.log.checkpoint import write_atomically
 from streamkit.log.errors import ConfigError
 
@@ -145,9 +145,7 @@ def validate_group_configs(overrides: dict[str, str], broker: BrokerConfig) -> G
     for name, raw in overrides.items():
         d = _BY_NAME.get(name)
         if d is None:
-            close = difflib.get_close_matches(name, list(_BY_NAME), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"unknown group config {name!r}{hint}")
+            raise ConfigError(f"unknown group config {name!r}{did_you_mean(name, _BY_NAME)}")
         changes[d.attr] = _parse(d, raw, values)
     config = dataclasses.replace(broker_defaults(broker), **changes)
     for session, heartbeat in _PAIRS:

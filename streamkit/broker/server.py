@@ -181,14 +181,23 @@ class Broker:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
-        # Locked before anything is read: a second broker on the same directory would
-        # "recover" partitions this one is appending to. DataDirectoryError names the path.
-        self._dir_lock.acquire()
+        # Bound first: a taken port must fail before the data directory is created or its
+        # internal topics are. Serving starts only once the state below exists.
+        self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
+                                                  limit=_READ_SIZE, reuse_address=True, start_serving=False)
         try:
+            # Locked before anything is read: a second broker on the same directory would
+            # "recover" partitions this one is appending to. DataDirectoryError names the path.
+            self._dir_lock.acquire()
             await self._start()
         except BaseException:
             self._dir_lock.release()
+            self._server.close()
+            self._server = None
             raise
+        await self._server.start_serving()
+        log.info("streamkit broker %d listening on %s:%d (data in %s)", self.config.node_id, self.host,
+                 self.port, self.data_dir)
 
     async def _start(self) -> None:
         cfg = self.config
@@ -199,13 +208,14 @@ class Broker:
             log.warning("unclean shutdown: recovering %d partitions (%s)", len(unclean), shown)
         elif any(_PARTITION_DIR.match(d.name) for d in self.data_dir.iterdir()):
             log.info("clean shutdown: no partition needs recovery")
-        logs = LogManager(self.data_dir, clock, cfg.log_flush_offset_checkpoint_interval_ms,
-                          cfg.log_cleaner_backoff_ms)
-        topics = TopicManager(self.data_dir, cfg.topic_defaults, logs)
         cluster_settings = ClusterSettings.from_config(cfg)
         # A cluster member's topics are the cluster's (in ZooKeeper); it opens the local
-        # replicas it is assigned, and internal topics are created on first need.
+        # replicas it is assigned, and internal topics are created on first need. Its
+        # partitions' high watermarks move with replication, not with appends.
         clustered = cluster_settings.enabled
+        logs = LogManager(self.data_dir, clock, cfg.log_flush_offset_checkpoint_interval_ms,
+                          cfg.log_cleaner_backoff_ms, replicated=clustered)
+        topics = TopicManager(self.data_dir, cfg.topic_defaults, logs)
         topics.load(create_missing=not clustered)
         if not clustered and topics.get(OFFSETS_TOPIC) is None:
             topics.create(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, {
@@ -243,12 +253,6 @@ class Broker:
             _Markers(topics, coordinator, waiters, clock), producer_ids.next_id, clock)
         txns.load()
         share = self._share_coordinator(topics, clock, group_configs.overrides, clustered)
-        try:
-            self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
-                                                      limit=_READ_SIZE, reuse_address=True)
-        except BaseException:
-            logs.close()  # a refused bind leaves the logs as a clean stop does
-            raise
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
                                  producer_ids, waiters, clock, txns, group_configs, share)
         if clustered:
@@ -276,8 +280,6 @@ class Broker:
             asyncio.create_task(self._every_on_loop(_SHARE_TICK_MS, self._share_tick),
                                 name="streamkit-share-expiry"),
         ]
-        log.info("streamkit broker %d listening on %s:%d (data in %s)", cfg.node_id, self.host,
-                 self.port, self.data_dir)
 
     async def _join_cluster(self, settings: ClusterSettings) -> None:
         state = self.state

@@ -23,6 +23,7 @@ from streamkit.log.config import LogConfig
 from streamkit.log.errors import ConfigError
 from streamkit.log.manager import LogManager
 from streamkit.log.partition import PartitionLog
+from streamkit.logfmt import key_values
 
 __all__ = ["MAX_PARTITIONS_PER_TOPIC", "TopicInfo", "TopicManager", "check_partition_count", "validate_topic_name"]
 
@@ -191,7 +192,8 @@ class TopicManager:
         self.topics[name] = info
         for p in range(partitions):
             self.logs.create(name, p, config)
-        log.info("created topic %s with %d partitions %s", name, partitions, configs or "")
+        log.info("created topic %s with %d partition%s%s", name, partitions, "" if partitions == 1 else "s",
+                 f" ({key_values(configs)})" if configs else "")
         return info
 
     def delete(self, name: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -15,7 +14,10 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaError, for_code
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 
+from streamkit.clients.errors import ClientError
+from streamkit.clients.lifecycle import start_client
 from streamkit.clients.names import InvalidTopicName, check_topic_name
+from streamkit.hints import did_you_mean
 
 __all__ = [
     "ClientError",
@@ -40,10 +42,6 @@ __all__ = [
 _DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs config_source of a topic-level override
 
 
-class ClientError(Exception):
-    """A failure worth one line to the user (unreachable broker, Kafka error code)."""
-
-
 def topic_name(name: str) -> str:
     """``name`` if it is a legal Kafka topic name; ``ClientError`` at once otherwise."""
     try:
@@ -61,11 +59,7 @@ def _raise_for(code: int, what: str) -> None:
 @asynccontextmanager
 async def admin_client(bootstrap: str) -> AsyncIterator[AIOKafkaAdminClient]:
     client = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
-    try:
-        await client.start()
-    except KafkaError as exc:
-        await client.close()
-        raise ClientError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
+    await start_client(client)
     try:
         yield client
     finally:
@@ -165,9 +159,7 @@ async def alter_topic_config(bootstrap: str, name: str, set_configs: dict[str, s
         known = sorted(key for key, _, _ in entries)
         for key in [*set_configs, *delete]:
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise ClientError(f"unknown topic config {key!r}{hint}")
+                raise ClientError(f"unknown topic config {key!r}{did_you_mean(key, known)}")
         overrides = {key: value for key, value, override in entries if override}
         overrides.update(set_configs)
         for key in delete:
@@ -237,10 +229,7 @@ async def describe_group(bootstrap: str, group: str,
 
 async def _end_offsets(bootstrap: str, partitions: list[TopicPartition], earliest: bool = False) -> dict[TopicPartition, int]:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        await consumer.start()
-    except KafkaError as exc:
-        raise ClientError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
+    await start_client(consumer)
     try:
         if earliest:
             return dict(await consumer.beginning_offsets(partitions))
@@ -311,7 +300,7 @@ async def reset_offsets(bootstrap: str, group: str, topic: str, to: str, value: 
     if not execute:
         return rows
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    await consumer.start()
+    await start_client(consumer)
     try:
         consumer.assign(tps)
         await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in targets.items()})
@@ -325,10 +314,7 @@ async def reset_offsets(bootstrap: str, group: str, topic: str, to: str, value: 
 async def _offsets_for_time(bootstrap: str, tps: list[TopicPartition], timestamp_ms: int,
                             ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    try:
-        await consumer.start()
-    except KafkaError as exc:
-        raise ClientError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
+    await start_client(consumer)
     try:
         found = await consumer.offsets_for_times(dict.fromkeys(tps, timestamp_ms))
     except KafkaError as exc:

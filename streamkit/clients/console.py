@@ -13,6 +13,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from streamkit.clients.admin import ClientError, describe_topic, topic_name
+from streamkit.clients.lifecycle import start_client
 
 __all__ = ["LineFormat", "PartialProduceError", "consume_lines", "parse_line", "produce_lines"]
 
@@ -63,11 +64,7 @@ async def produce_lines(bootstrap: str, topic: str, lines: Iterable[str], fmt: L
     topic_name(topic)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=int(acks) if acks != "all" else "all",
                                 compression_type=compression, linger_ms=5)
-    try:
-        await producer.start()
-    except KafkaError as exc:
-        await producer.stop()
-        raise ClientError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
+    await start_client(producer)
     futures: list[asyncio.Future[object]] = []
     bad: str | None = None
     delivered = 0
@@ -119,11 +116,7 @@ async def consume_lines(bootstrap: str, topic: str, group: str | None, from_begi
         auto_offset_reset="earliest" if from_beginning else "latest",
         enable_auto_commit=group is not None,
     )
-    try:
-        await consumer.start()
-    except KafkaError as exc:
-        await consumer.stop()
-        raise ClientError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
+    await start_client(consumer)
     count = 0
     waiting: asyncio.Task[None] | None = None
     try:

@@ -23,6 +23,8 @@ from kio.schema.types import GroupId
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i16, i32
 
+from streamkit.clients.lifecycle import bootstrap_addresses
+
 __all__ = ["ModernGroup", "ModernMember", "describe_modern_groups"]
 
 _TIMEOUT_S = 10.0
@@ -78,12 +80,6 @@ async def _call(host: str, port: int, body: Any) -> Any:
     return entity_reader(response_type)(frame, used)[0]
 
 
-def _host_port(bootstrap: str) -> tuple[str, int]:
-    first = bootstrap.split(",")[0].strip()
-    host, _, port = first.rpartition(":")
-    return host.strip("[]") or "localhost", int(port or 9092)
-
-
 def _partitions(assignment: Any) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((t.topic_name, int(p)) for t in assignment.topic_partitions for p in t.partitions))
 
@@ -95,7 +91,7 @@ async def describe_modern_groups(bootstrap: str, groups: list[str]) -> dict[str,
     if not groups:
         return out
     try:
-        host, port = _host_port(bootstrap)
+        host, port = bootstrap_addresses(bootstrap)[0]
         found = await _call(host, port, FindCoordinatorRequest(key_type=i8(0), coordinator_keys=tuple(groups)))
         by_node: dict[tuple[str, int], list[str]] = {}
         for c in found.coordinators:

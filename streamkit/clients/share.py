@@ -31,7 +31,8 @@ from kio.schema.types import GroupId, TopicName
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i64
 
-from streamkit.clients.admin import ClientError
+from streamkit.clients.errors import BrokerUnreachable, connect_failure
+from streamkit.clients.lifecycle import bootstrap_addresses
 
 __all__ = [
     "ShareGroupDescription",
@@ -90,11 +91,11 @@ async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body
 
 @contextlib.asynccontextmanager
 async def _connection(bootstrap: str, timeout_s: float) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    host, _, port = bootstrap.split(",")[0].rpartition(":")
+    host, port = bootstrap_addresses(bootstrap)[0]
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
     except (TimeoutError, OSError) as exc:
-        raise ClientError(f"cannot reach a broker at {bootstrap}: {exc}") from exc
+        raise BrokerUnreachable(bootstrap, connect_failure(exc, timeout_s)) from None
     try:
         yield reader, writer
     finally:

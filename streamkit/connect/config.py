@@ -7,12 +7,18 @@ connector's ``config_model``, then builds the converters and the transform chain
 problem of all of them is collected and raised in one ``ConfigError`` keyed by config key.
 ``validation_report`` gives the same result in the shape of Kafka Connect's
 ``PUT /connector-plugins/{type}/config/validate`` answer.
+
+A key that nothing reads (a typo, most often) is not an error, as in Kafka Connect, but a
+warning: Kafka's "was supplied but isn't a known config", with the known key it is most like.
+A required key that is missing names the supplied key it was probably mistyped as.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,17 +31,24 @@ from streamkit.connect.converters import Converter, make_converter
 from streamkit.connect.errors import ConfigError
 from streamkit.connect.plugins import PluginError, PluginRegistry
 from streamkit.connect.transforms import TransformChain, config_problems
+from streamkit.hints import did_you_mean, nearest
 
 __all__ = [
     "CommonConfig",
     "ValidConfig",
     "converter_settings",
+    "log_warnings",
     "patched",
     "validate_config",
     "validation_report",
 ]
 
+log = logging.getLogger(__name__)
+
 _DEFAULT_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
+# Keys under these prefixes are read by the converters and the Kafka clients (which check them).
+_RUNTIME_PREFIXES = ("key.converter.", "value.converter.", "header.converter.",
+                     "consumer.override.", "producer.override.")
 
 
 def _csv(value: Any) -> Any:
@@ -123,6 +136,8 @@ class ValidConfig:
     key_converter: Converter
     value_converter: Converter
     transforms: TransformChain
+    # Kafka's "was supplied but isn't a known config", per key
+    warnings: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -210,7 +225,55 @@ def _check(config: dict[str, str], registry: PluginRegistry, worker: Mapping[str
         built["transforms"] = TransformChain(config)
     except ConfigError as exc:
         _merge(problems, exc.problems)
+    built["warnings"] = _unknown_keys(config, cls, problems) if cls is not None else {}
     return problems, built
+
+
+def _known_keys(models: Iterable[type[BaseModel]]) -> tuple[set[str], tuple[str, ...]]:
+    """The keys the models read, and the prefixes of their ``prefix.*`` fields."""
+    names: set[str] = set()
+    prefixes: list[str] = []
+    for model in models:
+        for name, info in model.model_fields.items():
+            key = info.alias or name
+            if key.endswith(".*"):
+                prefixes.append(key[:-1])
+            else:
+                names.add(key)
+    return names, tuple(prefixes)
+
+
+def _unknown_keys(config: Mapping[str, str], cls: type[Connector],
+                  problems: dict[str, list[str]]) -> dict[str, list[str]]:
+    """A warning for each key that nothing reads; a problem of a key that was not given
+    (a missing required key) names the supplied key that looks like a typo of it."""
+    names, prefixes = _known_keys((CommonConfig, cls.config_model))
+    aliases = tuple(f"{kind}.{alias}." for kind in ("transforms", "predicates")
+                    for alias in _csv(config.get(kind, "")))
+    prefixes += _RUNTIME_PREFIXES + aliases
+    warnings: dict[str, list[str]] = {}
+    for key in config:
+        if key in names or key.startswith(prefixes):
+            continue
+        kind, _, rest = key.partition(".")
+        if kind in ("transforms", "predicates") and "." in rest:
+            # an undeclared alias: the same setting of a declared one is the likely meaning
+            setting = rest.split(".", 1)[1]
+            hint = did_you_mean(key, (p + setting for p in aliases if p.startswith(kind + ".")))
+        else:
+            hint = did_you_mean(key, names)
+        warnings[key] = [f"The configuration {key!r} was supplied but isn't a known config{hint}"]
+        meant = nearest(key, names)
+        if meant is not None and meant not in config and meant in problems:
+            problems[meant] = [f"{msg.rstrip('.')}; {key!r} was supplied{hint}" for msg in problems[meant]]
+    return warnings
+
+
+def log_warnings(valid: ValidConfig) -> None:
+    """Log the config's warnings, as Kafka Connect logs a config's unknown keys."""
+    for messages in valid.warnings.values():
+        for message in messages:
+            log.warning("connector %s: %s", valid.name, message)
 
 
 def _exactly_once_problems(config: Mapping[str, str], cls: type[SourceConnector],
@@ -256,7 +319,7 @@ def validate_config(config: Mapping[str, Any], registry: PluginRegistry,
     if problems:
         raise ConfigError(problems)
     return ValidConfig(raw, built["common"], built["class"], built["connector"], built["key.converter"],
-                       built["value.converter"], built["transforms"])
+                       built["value.converter"], built["transforms"], built["warnings"])
 
 
 def _definition(name: str, field: Any, group: str, order: int) -> dict[str, Any]:
@@ -279,7 +342,8 @@ def _definition(name: str, field: Any, group: str, order: int) -> dict[str, Any]
 def validation_report(config: Mapping[str, Any], registry: PluginRegistry,
                       worker: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Kafka Connect's ConfigInfos: ``name``, ``error_count``, ``groups``, and per config a
-    ``definition`` and a ``value`` with its ``errors``."""
+    ``definition`` and a ``value`` with its ``errors``; and ``warnings``, the unknown keys'
+    messages per key (an addition: Kafka Connect only logs them)."""
     raw = _stringify(config)
     problems, built = _check(raw, registry, worker or {})
     cls = built.get("class")
@@ -307,7 +371,7 @@ def validation_report(config: Mapping[str, Any], registry: PluginRegistry,
                                       "errors": msgs, "visible": True}})
     name = cls.__name__ if cls is not None else str(raw.get("connector.class", ""))
     return {"name": name, "error_count": sum(len(c["value"]["errors"]) for c in configs),
-            "groups": [g for g, _ in models], "configs": configs}
+            "groups": [g for g, _ in models], "configs": configs, "warnings": built["warnings"]}
 
 
 def patched(config: Mapping[str, str], patch: Mapping[str, Any]) -> dict[str, str]:

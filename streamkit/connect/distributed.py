@@ -51,7 +51,13 @@ from streamkit.connect.cluster_state import (
     assign_units,
     config_hash,
 )
-from streamkit.connect.config import ValidConfig, patched, validate_config, validation_report
+from streamkit.connect.config import (
+    ValidConfig,
+    log_warnings,
+    patched,
+    validate_config,
+    validation_report,
+)
 from streamkit.connect.connector import Connector, SinkConnector, SourceConnector
 from streamkit.connect.errors import ConfigError
 from streamkit.connect.herder import HerderError, _entry, _sink_partition, source_offset_changes
@@ -59,10 +65,10 @@ from streamkit.connect.kafka_log import KafkaLog, KafkaOffsetStore
 from streamkit.connect.metrics import ConnectMetrics
 from streamkit.connect.offsets import offset_key
 from streamkit.connect.plugins import PluginError, PluginRegistry, plugin_type
-from streamkit.connect.runner import RunnerSettings, start_client, stop_client
+from streamkit.connect.runner import GROUP_STOP_WAIT_S, RunnerSettings, start_client, stop_client
 from streamkit.connect.sink_runner import SinkTaskRunner, sink_group
 from streamkit.connect.source_runner import ExactlyOnce, SourceTaskRunner, transactional_id
-from streamkit.connect.status import State, Status, TargetState, trace_of
+from streamkit.connect.status import State, Status, TargetState, log_failure, trace_of
 from streamkit.connect.worker_config import WorkerConfig
 
 __all__ = ["DistributedHerder"]
@@ -215,7 +221,7 @@ class DistributedHerder:
         with contextlib.suppress(Exception):
             await self.offsets.flush()
         if self._group is not None:
-            await stop_client(self._group)  # leave the group: the others rebalance at once
+            await stop_client(self._group, GROUP_STOP_WAIT_S)  # leave the group: the others rebalance at once
         for kafka_log in (self.offsets.log, self._status_log, self._config_log):
             if kafka_log is not None:
                 await kafka_log.stop()
@@ -302,7 +308,7 @@ class DistributedHerder:
             await asyncio.to_thread(instance.start, valid.connector)
             fresh = await asyncio.to_thread(instance.task_configs, valid.common.tasks_max)
         except Exception as exc:
-            log.error("connector %s failed to start", name, exc_info=True)
+            log_failure(log, f"connector {name}", exc)
             self._connectors[name] = _LocalConnector(_Failed(), config_hash(config), State.FAILED, trace_of(exc))
             return
         self._connectors[name] = _LocalConnector(instance, config_hash(config), State.RUNNING)
@@ -501,6 +507,7 @@ class DistributedHerder:
             raise HerderError(400, f"Connector name configuration ({given}) doesn't match connector name "
                                    f"in the URL ({name})")
         valid = validate_config({**config, "name": name}, self.registry, self._worker_settings)
+        log_warnings(valid)
         self._require_member()
         exists = name in self.state.connectors
         if exists and create_only:

@@ -7,6 +7,7 @@ use ``DistributedWorker`` with explicit ``start``/``stop``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from streamkit.connect.standalone import serve_until_signalled
 from streamkit.connect.worker_config import WorkerConfig, load_worker_config, read_config_file
 
 __all__ = ["DistributedWorker", "run_distributed"]
+
+log = logging.getLogger(__name__)
 
 
 class DistributedWorker:
@@ -50,15 +53,22 @@ class DistributedWorker:
                          self.metrics.render)
         self._http = HttpServer(app, host, port)
         worker_id = f"{host}:{self._http.port}"
+        log.info("Connect distributed worker %s: REST API on %s; joining group %s", worker_id, self.url,
+                 self.worker.group_id)
         self.herder = holder["herder"] = DistributedHerder(self.worker, self.registry, self.metrics, worker_id, self.url)
         try:
             await self.herder.start()
             await self._http.start()
-        except BaseException:
-            await self.stop()
+        except BaseException as exc:
+            # a start cancelled by a signal is a stop; a failed one is reported by its error
+            await (self.stop() if isinstance(exc, asyncio.CancelledError) else self._close())
             raise
 
     async def stop(self) -> None:
+        await self._close()
+        log.info("Connect distributed worker stopped")
+
+    async def _close(self) -> None:
         if self.herder is not None:
             await self.herder.stop()
         if self._http is not None:

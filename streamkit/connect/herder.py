@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamkit.connect import kafka_ops
-from streamkit.connect.config import ValidConfig, patched, validate_config, validation_report
+from streamkit.connect.config import (
+    ValidConfig,
+    log_warnings,
+    patched,
+    validate_config,
+    validation_report,
+)
 from streamkit.connect.connector import Connector, SinkConnector, SourceConnector
 from streamkit.connect.errors import ConfigError
 from streamkit.connect.metrics import ConnectMetrics
@@ -26,7 +32,7 @@ from streamkit.connect.plugins import PluginError, PluginRegistry
 from streamkit.connect.runner import RunnerSettings
 from streamkit.connect.sink_runner import SinkTaskRunner, sink_group
 from streamkit.connect.source_runner import SourceTaskRunner
-from streamkit.connect.status import State, Status, TargetState, trace_of
+from streamkit.connect.status import State, Status, TargetState, log_failure, trace_of
 from streamkit.connect.worker_config import WorkerConfig
 
 __all__ = ["Herder", "HerderError"]
@@ -177,6 +183,7 @@ class Herder:
                          target: TargetState = TargetState.STARTED) -> tuple[bool, dict[str, Any]]:
         """Create or replace a connector's config; (created, info). ConfigError when invalid."""
         valid = self._validated(name, config)
+        log_warnings(valid)
         async with self._lock:
             existing = self._connectors.get(name)
             if existing is not None and create_only:
@@ -220,7 +227,7 @@ class Herder:
             await asyncio.to_thread(instance.start, c.valid.connector)
             configs = await asyncio.to_thread(instance.task_configs, c.valid.common.tasks_max)
         except Exception as exc:
-            log.error("connector %s failed to start", name, exc_info=True)
+            log_failure(log, f"connector {name}", exc)
             c.state, c.trace = State.FAILED, trace_of(exc)
             await asyncio.to_thread(_quietly, instance.stop)
             c.instance = None

@@ -27,9 +27,10 @@ class HttpServer:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             self._sock.bind((host, port))
-        except OSError:
+        except OSError as exc:
             self._sock.close()
-            raise
+            where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            raise OSError(exc.errno, f"the REST API cannot listen on {where}: {exc.strerror}") from exc
         self.host = host
         self.port = int(self._sock.getsockname()[1])
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)

@@ -8,17 +8,26 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from streamkit.clients.lifecycle import start_client, stop_client
 from streamkit.connect.config import ValidConfig
 from streamkit.connect.metrics import ConnectMetrics
-from streamkit.connect.status import State, Status, trace_of
+from streamkit.connect.status import State, Status, log_failure, trace_of
 from streamkit.connect.tolerance import ErrorHandler
 
-__all__ = ["RunnerSettings", "TaskLife", "TaskRunner", "TaskThread", "start_client", "stop_client"]
+__all__ = [
+    "GROUP_STOP_WAIT_S",
+    "RunnerSettings",
+    "TaskLife",
+    "TaskRunner",
+    "TaskThread",
+    "start_client",
+    "stop_client",
+]
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +78,41 @@ class TaskLife:
         self.worker_id = worker_id
         self.state = State.UNASSIGNED
         self.trace: str | None = None
-        self.stopping = False
+        # set by stop(): ends the loop, and any wait in it (a pause, a retry's backoff)
+        self.stop_requested = asyncio.Event()
         self.resumed = asyncio.Event()
         self.resumed.set()
         self.stop_called = threading.Lock()
 
     def status(self) -> Status:
         return Status(self.state, self.worker_id, self.trace)
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_requested.is_set()
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+        self.resumed.set()
+
+    async def unless_stopped(self, awaitable: Awaitable[T]) -> T | None:
+        """``awaitable``'s result; None when a stop comes first (a consumer's poll that
+        waits for a rebalance to end must not hold the stop), the awaitable then cancelled."""
+        work = asyncio.ensure_future(awaitable)
+        stopped = asyncio.ensure_future(self.stop_requested.wait())
+        try:
+            await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            work.cancel()
+            raise
+        finally:
+            stopped.cancel()
+        if work.done():
+            return work.result()
+        work.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await work
+        return None
 
     def fail(self, error: BaseException) -> None:
         self.state = State.FAILED
@@ -115,7 +152,8 @@ class TaskRunner(abc.ABC):
         self.config = settings.task_config
         self._life = TaskLife(settings.worker_id)
         self._thread = TaskThread(f"{settings.connector}-{settings.task_id}")
-        self._errors = ErrorHandler(settings.valid.common, settings.connector, settings.task_id)
+        self._errors = ErrorHandler(settings.valid.common, settings.connector, settings.task_id,
+                                    stop=self._life.stop_requested)
         self._loop_task: asyncio.Task[None] | None = None
 
     def status(self) -> Status:
@@ -135,8 +173,7 @@ class TaskRunner(abc.ABC):
         self._life.resume()
 
     async def stop(self) -> None:
-        self._life.stopping = True
-        self._life.resumed.set()
+        self._life.request_stop()
         if self._loop_task is not None:
             timeout = max(self.settings.shutdown_timeout_ms, 1000) / 1000
             done, _ = await asyncio.wait({self._loop_task}, timeout=timeout)
@@ -154,17 +191,19 @@ class TaskRunner(abc.ABC):
     async def _run(self) -> None:
         """The loop: start the task, then work until ``_life.stopping``; stop the task."""
 
+    def _loop_failed(self, error: Exception) -> None:
+        """The loop ended with ``error``: the task FAILED, unless it was being stopped
+        (a retry cut short by a delete, say), which is only worth a line at INFO."""
+        what = f"{self.kind} task {self.settings.connector}-{self.id}"
+        if self._life.stopping:
+            log_failure(log, f"{what} (while stopping)", error, logging.INFO)
+            return
+        log_failure(log, what, error)
+        self._life.fail(error)
 
-async def start_client(client: Any) -> None:
-    """Start an aiokafka client; one that fails half-way is stopped (its sockets closed)."""
-    try:
-        await client.start()
-    except BaseException:
-        await stop_client(client)
-        raise
 
-
-async def stop_client(client: Any) -> None:
-    stop = getattr(client, "stop", None) or client.close
-    with contextlib.suppress(Exception):
-        await asyncio.shield(stop())
+# How long a group member's stop may wait. aiokafka's consumer leaves its group only after a
+# join under way has ended, which lasts as long as the group's rebalance (up to the broker's
+# group.initial.rebalance.delay.ms, or a slow member's max.poll.interval.ms); past this the
+# worker goes on stopping and the broker drops the member at its session timeout.
+GROUP_STOP_WAIT_S = 0.5

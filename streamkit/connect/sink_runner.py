@@ -28,7 +28,13 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from streamkit.connect.connector import SinkTask
 from streamkit.connect.data import SinkRecord
 from streamkit.connect.errors import DataError
-from streamkit.connect.runner import RunnerSettings, TaskRunner, start_client, stop_client
+from streamkit.connect.runner import (
+    GROUP_STOP_WAIT_S,
+    RunnerSettings,
+    TaskRunner,
+    start_client,
+    stop_client,
+)
 from streamkit.connect.tolerance import Stage, error_headers
 
 __all__ = ["SinkTaskRunner", "sink_group"]
@@ -131,13 +137,12 @@ class SinkTaskRunner(TaskRunner):
                 await self._commit(set(self._context.assigned))
                 await self._close(set(self._context.assigned))
         except Exception as exc:
-            log.error("sink task %s-%d failed", s.connector, self.id, exc_info=True)
-            self._life.fail(exc)
+            self._loop_failed(exc)
         finally:
             if self._task is not None and self._task_started:
                 await asyncio.to_thread(self._life.call_stop_once, self._task.stop)
             if started:
-                await stop_client(consumer)
+                await stop_client(consumer, GROUP_STOP_WAIT_S)
             if self._dlq is not None:
                 await stop_client(self._dlq)
 
@@ -147,7 +152,10 @@ class SinkTaskRunner(TaskRunner):
         last_commit = time.monotonic()
         while not self._life.stopping:
             self._apply_context(consumer)
-            batch = await consumer.getmany(timeout_ms=500, max_records=self._max_records)
+            batch = await self._life.unless_stopped(
+                consumer.getmany(timeout_ms=500, max_records=self._max_records))
+            if batch is None:
+                break
             async with self._lock:
                 messages = [m for msgs in batch.values() for m in msgs]
                 if messages:

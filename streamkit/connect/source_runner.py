@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,8 +37,6 @@ from streamkit.connect.runner import RunnerSettings, TaskRunner, start_client, s
 from streamkit.connect.tolerance import Stage
 
 __all__ = ["ExactlyOnce", "SourceTaskRunner", "transactional_id"]
-
-log = logging.getLogger(__name__)
 
 
 def transactional_id(group_id: str, connector: str, task: int) -> str:
@@ -88,8 +85,7 @@ class SourceTaskRunner(TaskRunner):
 
     async def stop(self) -> None:
         # SourceTask.stop first: it wakes a poll() that waits for data (Kafka Connect's contract)
-        self._life.stopping = True
-        self._life.resumed.set()
+        self._life.request_stop()
         task = self._task
         if task is not None:
             await asyncio.to_thread(self._life.call_stop_once, task.stop)
@@ -125,8 +121,7 @@ class SourceTaskRunner(TaskRunner):
             else:
                 await self._run_at_least_once(producer, task)
         except Exception as exc:
-            log.error("source task %s-%d failed", s.connector, self.id, exc_info=True)
-            self._life.fail(exc)
+            self._loop_failed(exc)
         finally:
             if self._in_transaction:
                 # also when cancelled (a task that did not stop in time): an open transaction

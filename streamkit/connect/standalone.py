@@ -81,15 +81,23 @@ class StandaloneWorker:
         herder.worker_id = f"{self._http_host}:{http.port}"
         self.herder, self._http = herder, http
         try:
+            # As Kafka's connect-standalone, which looks up the cluster id before it starts
+            # anything: an unreachable broker is one error now, not a failed task per connector.
+            await kafka_ops.cluster_id(self.worker.bootstrap_servers)
             for name, config in self._initial:
                 await herder.put_config(name, config)
             await http.start()
-        except BaseException:
-            await self.stop()
+        except BaseException as exc:
+            # a start cancelled by a signal is a stop; a failed one is reported by its error
+            await (self.stop() if isinstance(exc, asyncio.CancelledError) else self._close())
             raise
-        log.info("Connect standalone worker: REST API on %s", self.url)
+        log.info("Connect standalone worker %s: REST API on %s", herder.worker_id, self.url)
 
     async def stop(self) -> None:
+        await self._close()
+        log.info("Connect standalone worker stopped")
+
+    async def _close(self) -> None:
         if self.herder is not None:
             await self.herder.stop()
         if self._http is not None:
@@ -124,18 +132,30 @@ class _Serving(Protocol):
 
 async def serve_until_signalled(worker: _Serving, ready_file: Path | None) -> None:
     """Run a Connect worker (standalone or distributed) until SIGINT/SIGTERM; write its REST
-    port to ``ready_file`` once it serves."""
+    port to ``ready_file`` once it serves. A signal during the start (a distributed worker
+    waiting to join its group) cancels the start, which stops what it had begun."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await worker.start()
+    starting = asyncio.ensure_future(worker.start())
+    signalled = asyncio.ensure_future(stop.wait())
     try:
-        if ready_file is not None:
-            ready_file.write_text(str(worker.port))
-        await stop.wait()
+        await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+            return
+        starting.result()  # a failed start has stopped itself
+        try:
+            if ready_file is not None:
+                ready_file.write_text(str(worker.port))
+            await signalled
+        finally:
+            await worker.stop()
     finally:
-        await worker.stop()
+        signalled.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)

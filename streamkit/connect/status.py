@@ -3,15 +3,22 @@
 A connector or task is UNASSIGNED before it starts, RUNNING, PAUSED (kept, not polling),
 STOPPED (a stopped connector has no tasks; its offsets may then be edited), FAILED (with
 the trace of what failed) or RESTARTING while a restart is under way.
+
+A failure the connector explains (a ``ConnectError``: a missing column, an unreachable
+database, a bad config) is reported and logged as its one-line reason; any other error is
+a bug, shown with its Python traceback.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import traceback
 from dataclasses import dataclass
 
-__all__ = ["State", "Status", "TargetState", "trace_of"]
+from streamkit.connect.errors import ConnectError
+
+__all__ = ["State", "Status", "TargetState", "log_failure", "reason_of", "trace_of"]
 
 
 class State(enum.StrEnum):
@@ -44,5 +51,22 @@ class Status:
         return out
 
 
+def reason_of(error: BaseException) -> str:
+    """``ErrorClass: message`` on one line."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
 def trace_of(error: BaseException) -> str:
+    """The ``trace`` of a FAILED status: the reason of a ConnectError, else the traceback."""
+    if isinstance(error, ConnectError):
+        return reason_of(error)
     return "".join(traceback.format_exception(error))
+
+
+def log_failure(logger: logging.Logger, what: str, error: BaseException,
+                level: int = logging.ERROR) -> None:
+    """Log that ``what`` failed: as one line for a ConnectError, else with the traceback."""
+    if isinstance(error, ConnectError):
+        logger.log(level, "%s failed: %s", what, reason_of(error))
+    else:
+        logger.log(level, "%s failed", what, exc_info=error)

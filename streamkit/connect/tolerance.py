@@ -16,6 +16,7 @@ DeadLetterQueueReporter).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import time
@@ -66,8 +67,9 @@ def error_headers(*, topic: str, partition: int, offset: int, connector: str, ta
 
 class ErrorHandler:
     def __init__(self, common: CommonConfig, connector: str, task_id: int,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, stop: asyncio.Event | None = None) -> None:
         self.common = common
+        self.stop = stop or asyncio.Event()  # set: a retry gives up at once (the task is stopping)
         self.connector = connector
         self.task_id = task_id
         self.clock = clock
@@ -82,7 +84,8 @@ class ErrorHandler:
 
     async def retry(self, call: Callable[[], Awaitable[T]], stage: Stage, always: bool = False) -> T:
         """``await call()``, retried on RetriableError while the retry budget lasts
-        (``always``: also when errors.retry.timeout is 0, for the task's own calls)."""
+        (``always``: also when errors.retry.timeout is 0, for the task's own calls) and the
+        task is not stopping: a stop ends the backoff and raises the last error."""
         budget = self.common.errors_retry_timeout
         deadline = None if budget < 0 or (budget == 0 and always) else self.clock() + budget / 1000
         attempt = 0
@@ -96,7 +99,10 @@ class ErrorHandler:
                 log.warning("%s task %d: retriable failure in %s (attempt %d), retrying in %d ms: %s",
                             self.connector, self.task_id, stage.value, attempt + 1, wait_ms, exc)
                 attempt += 1
-                await asyncio.sleep(wait_ms / 1000)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), wait_ms / 1000)
+                if self.stop.is_set():
+                    raise
 
     def tolerate(self, stage: Stage, error: BaseException, record: Any = None) -> bool:
         """Whether to skip the record that failed (errors.tolerance=all); logs it if asked."""

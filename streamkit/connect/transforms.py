@@ -93,8 +93,17 @@ def config_problems(exc: ValidationError) -> dict[str, list[str]]:
     """A pydantic error as Kafka-style problems per key (the alias, e.g. ``static.field``)."""
     problems: dict[str, list[str]] = {}
     for error in exc.errors():
-        key = ".".join(str(p) for p in error["loc"]) or "config"
-        problems.setdefault(key, []).append(_kafka_message(key, error))
+        key = ".".join(str(p) for p in error["loc"])
+        if key:
+            problems.setdefault(key, []).append(_kafka_message(key, error))
+            continue
+        # A rule over several keys (a model validator) names the key at fault first.
+        message = str(error["msg"]).removeprefix("Value error, ")
+        named, sep, rest = message.partition(": ")
+        if sep and named and " " not in named:
+            problems.setdefault(named, []).append(rest)
+        else:
+            problems.setdefault("config", []).append(message)
     return problems
 
 

@@ -8,12 +8,12 @@ The broker's CreateTopics / DescribeConfigs / AlterConfigs handlers work from th
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from streamkit.hints import did_you_mean
 from streamkit.log.errors import ConfigError
 
 __all__ = ["BROKER_SYNONYMS", "BROKER_UNIT_SYNONYMS", "TOPIC_CONFIGS", "ConfigDef", "LogConfig", "parse_value", "render_value"]
@@ -338,8 +338,7 @@ class LogConfig:
                     raise ConfigError(f"invalid value {raw!r} for {name}: expected long") from None
             d = _BY_NAME.get(topic_name)
             if d is None:
-                close = difflib.get_close_matches(name, [c.name for c in TOPIC_CONFIGS], n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = did_you_mean(name, (c.name for c in TOPIC_CONFIGS))
                 raise ConfigError(f"unknown topic config {name!r}{hint}")
             changes[d.attr] = parse_value(d, raw)
         config = dataclasses.replace(base or cls(), **changes)

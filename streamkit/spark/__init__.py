@@ -3,6 +3,7 @@
 ::
 
     import streamkit.spark
+    spark = streamkit.spark.local_session()  # or any SparkSession, then:
     streamkit.spark.register(spark)          # once per SparkSession
     df = (spark.read.format("streamkit")
           .option("kafka.bootstrap.servers", "localhost:9092")
@@ -14,8 +15,9 @@ Options and columns are those of Spark's Kafka source (see ``streamkit.spark.sou
 """
 
 from streamkit.spark.helpers import read_table, read_topic, spark_schema
-from streamkit.spark.session import local_session, stop_jvm
+from streamkit.spark.jvm import start_jvm, stop_jvm
+from streamkit.spark.session import LocalSession, local_session
 from streamkit.spark.source import StreamkitDataSource, record_schema, register
 
-__all__ = ["StreamkitDataSource", "local_session", "read_table", "read_topic", "record_schema", "register",
-           "spark_schema", "stop_jvm"]
+__all__ = ["LocalSession", "StreamkitDataSource", "local_session", "read_table", "read_topic", "record_schema",
+           "register", "spark_schema", "start_jvm", "stop_jvm"]

@@ -20,6 +20,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from streamkit.analytics.jsonvalues import readable
+from streamkit.analytics.options import read_options
+from streamkit.analytics.planning import plan_ranges
 from streamkit.analytics.schema import model_arrow_schema
 from streamkit.analytics.tables import TableDecoder, table_decoder
 from streamkit.spark.source import register
@@ -38,10 +40,16 @@ def spark_schema(model: type[BaseModel]) -> StructType:
 
 
 def _reader(spark: SparkSession, bootstrap: str, options: dict[str, Any]) -> Any:
+    """The source's reader with ``options``, checked here first: Spark plans a read in a
+    Python worker and reports a bad option or a missing topic as a long
+    PYTHON_DATA_SOURCE_ERROR with the worker's traceback; planned on the driver, the
+    ``OptionError`` or ``PlanError`` comes alone (``topic(s) x do not exist``)."""
     register(spark)
-    reader = spark.read.format("streamkit").option("kafka.bootstrap.servers", bootstrap)
-    for name, value in options.items():
-        reader = reader.option(name, str(value))
+    settings = {"kafka.bootstrap.servers": bootstrap, **{name: str(value) for name, value in options.items()}}
+    plan_ranges(read_options(settings))
+    reader = spark.read.format("streamkit")
+    for name, value in settings.items():
+        reader = reader.option(name, value)
     return reader
 
 

@@ -114,7 +114,17 @@ def _value_schema(text: str | None) -> StructType | None:
 
 def register(spark: SparkSession) -> None:
     """Make ``format("streamkit")`` available in ``spark`` (once per session)."""
+    # A Spark Connect session registers Python data sources the same way; its class is
+    # not a subclass of the classic one, and importing it needs Connect's extras.
+    if not (isinstance(spark, SparkSession) or type(spark).__module__ == "pyspark.sql.connect.session"):
+        raise TypeError(f"register() takes a SparkSession (e.g. SparkSession.builder.getOrCreate() or "
+                        f"streamkit.spark.local_session()), not {_describe(spark)}")
     spark.dataSource.register(StreamkitDataSource)
+
+
+def _describe(value: object) -> str:
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}" if kind.__module__ != "builtins" else kind.__qualname__
 
 
 class StreamkitDataSource(DataSource):

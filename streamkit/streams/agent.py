@@ -38,6 +38,8 @@ class App(Protocol):
 
     def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
 
+    def repartition_topic(self, name: str, *args: Any, **kwargs: Any) -> Topic: ...
+
 
 class Runtime(Protocol):
     """What an agent's stream needs of the worker: the processing gate, acknowledging, and
@@ -93,11 +95,10 @@ class AgentStream:
             raise RuntimeError("group_by must be called before iterating the stream")
         if self.repartition is not None:
             raise RuntimeError("a stream can be grouped once")
-        suffix = f"{name or self.agent.name}-repartition"
         # An explicit key codec: internal topics default to bytes keys, which handed the
         # function b"ann" for a key "ann" and refused int keys (CodecError) when producing.
-        self.repartition = self.agent.app.internal_topic(
-            suffix, value_codec=self.source.value_codec, key_codec=codec_for(key_type, StrCodec()))
+        self.repartition = self.agent.app.repartition_topic(
+            name or self.agent.name, value_codec=self.source.value_codec, key_codec=codec_for(key_type, StrCodec()))
         self.key_fn = key
         return self
 

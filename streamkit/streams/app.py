@@ -25,7 +25,11 @@ if TYPE_CHECKING:
     from streamkit.streams.runtime import Runtime
     from streamkit.streams.table import GlobalTable, Table
 
-__all__ = ["App", "AppNotRunning"]
+__all__ = ["REPARTITION_TOPIC_CONFIG", "App", "AppNotRunning"]
+
+# Kafka Streams' configs of its repartition topics.
+REPARTITION_TOPIC_CONFIG: dict[str, str] = {"cleanup.policy": "delete", "retention.ms": "-1",
+                                            "segment.bytes": "52428800"}
 
 TimerFn = Callable[[], Awaitable[None]]
 
@@ -118,6 +122,15 @@ class App:
                       config=config, timestamp=timestamp, partitioner=partitioner)
         self.topics[name] = topic
         return topic
+
+    def repartition_topic(self, name: str, *, key_codec: Codec | None = None,
+                          value_codec: Codec | None = None) -> Topic:
+        """``{app}-{name}-repartition``, configured as Kafka Streams configures its own: kept
+        whatever its records' timestamps (``retention.ms=-1``: a backfill's old event times
+        must not expire before the app reads them), and purged by the worker up to what it
+        has committed (``repartition.purge.interval.ms``)."""
+        return self.internal_topic(f"{name}-repartition", key_codec=key_codec, value_codec=value_codec,
+                                   config=dict(REPARTITION_TOPIC_CONFIG))
 
     def internal_topic(self, suffix: str, *, key_type: Any = None, value_type: Any = None,
                        key_codec: Codec | None = None, value_codec: Codec | None = None,

@@ -44,6 +44,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.structs import TopicPartition
 
+from streamkit import logfmt
 from streamkit.streams.agent import current_event
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.settings import AppSettings
@@ -197,7 +198,7 @@ class RecordCollector:
                 self._tasks[task] = result
         if failure is not None:
             raise failure
-        log.info("exactly-once: transactional producers of tasks %s ready", new)
+        log.info("exactly-once: transactional producers of tasks %s ready", logfmt.ranges(new))
 
     async def close_tasks(self, tasks: Iterable[int]) -> None:
         """Close the producers of tasks this worker no longer owns (after their commit)."""

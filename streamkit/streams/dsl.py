@@ -107,6 +107,8 @@ class App(Protocol):
 
     def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
 
+    def repartition_topic(self, name: str, *args: Any, **kwargs: Any) -> Topic: ...
+
     def Table(self, *args: Any, **kwargs: Any) -> Table: ...
 
 __all__ = [
@@ -192,7 +194,7 @@ class StreamNode:
         (unnamed, it is named after its place in the pipeline, with a warning)."""
         name = name or generated_name(self.app, f"{self.path}-group-by", f"group_by on {self.path}")
         codec = codec_for(key_type, StrCodec())
-        topic = self.app.internal_topic(f"{name}-repartition", key_codec=codec, value_codec=_value_codec_of(self))
+        topic = self.app.repartition_topic(name, key_codec=codec, value_codec=_value_codec_of(self))
         return self._child("group_by", path=name, fn=key, topic=topic)
 
     def group_by_key(self) -> StreamNode:
@@ -207,8 +209,7 @@ class StreamNode:
         default): to spread a skewed input, or to co-partition it with something else."""
         name = name or generated_name(self.app, f"{self.path}-repartition", f"repartition of {self.path}")
         feeding = _topic_of(self)
-        topic = self.app.internal_topic(f"{name}-repartition", key_codec=feeding.key_codec,
-                                        value_codec=_value_codec_of(self))
+        topic = self.app.repartition_topic(name, key_codec=feeding.key_codec, value_codec=_value_codec_of(self))
         if partitions is not None:
             if partitions < 1:
                 raise ValueError(f"repartition(partitions=...) must be positive, got {partitions}")

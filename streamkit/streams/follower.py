@@ -21,6 +21,7 @@ import time
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 
+from streamkit import logfmt
 from streamkit.state.partition import StorePartition
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.tasks import cancel_and_wait
@@ -159,5 +160,5 @@ class ChangelogFollower:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.exception("following changelogs %s failed", sorted(self.followed()))
+            log.exception("following changelogs %s failed", logfmt.assignment(self.followed()))
             self.failure = exc

@@ -47,10 +47,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.abc import ConsumerRebalanceListener
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
+from streamkit import logfmt
+from streamkit.clients.errors import BrokerUnreachable
+from streamkit.clients.lifecycle import reporting_unreachable, unreachable
 from streamkit.streams.agent import SKIPPED, Agent, AgentStream
 from streamkit.streams.assignor import StreamsAssignor
 from streamkit.streams.clients import start_client, stop_client
@@ -124,6 +127,8 @@ class App(Protocol):
 
     def internal_topic(self, *args: Any, **kwargs: Any) -> Topic: ...
 
+    def repartition_topic(self, name: str, *args: Any, **kwargs: Any) -> Topic: ...
+
     def Table(self, *args: Any, **kwargs: Any) -> Table: ...
 
 __all__ = ["BadRecordError", "DeliveryError", "Runtime", "StartupError"]
@@ -138,20 +143,6 @@ CATCH_UP_MIN_LAG = 10_000
 GROUP_WAIT_LOG_MS = 3000
 # How often the lag is looked at for catch-up progress.
 LAG_CHECK_MS = 1000
-
-
-class _QuietConnectErrors(logging.Filter):
-    """While the worker retries an unreachable broker, aiokafka logs an error per attempt
-    besides the worker's own retry line: keep the worker's line (it has the reason)."""
-
-    last = ""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if message.startswith("Unable connect to"):
-            self.last = message
-            return False
-        return True
 
 
 class StartupError(RuntimeError):
@@ -201,6 +192,10 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         await self.runtime.on_assigned({(tp.topic, tp.partition) for tp in assigned})
 
 
+def _is_repartition(topic: Topic | None) -> bool:
+    return topic is not None and topic.internal and topic.name.endswith("-repartition")
+
+
 class Runtime:
     def __init__(self, app: App, *, broker: str | None = None, web_port: int | None = None) -> None:
         self.app = app
@@ -237,6 +232,9 @@ class Runtime:
         # Per consumed topic: how its producers place keyed records (declared or detected).
         self._partitioning: dict[str, PartitionerDetector] = {}
         self._announced_idle: set[TP] = set()
+        self._purged: dict[TP, int] = {}
+        self._last_purge = time.monotonic()
+        self._admin: AIOKafkaAdminClient | None = None
         # max.task.idle.ms > 0: input partitions ahead of the slowest lagging one are paused.
         self._alignment: Alignment[TP] | None = (
             Alignment(self.settings.max_task_idle_ms) if self.settings.max_task_idle_ms > 0 else None)
@@ -374,27 +372,19 @@ class Runtime:
         timeout_ms = self.settings.bootstrap_timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000
         delay = 0.5
-        quiet = _QuietConnectErrors()
-        aiokafka_log = logging.getLogger("aiokafka")
-        aiokafka_log.addFilter(quiet)
-        try:
-            await self._connect_retrying(start, deadline, delay, timeout_ms, quiet)
-        finally:
-            aiokafka_log.removeFilter(quiet)
-
-    async def _connect_retrying(self, start: Any, deadline: float, delay: float, timeout_ms: int,
-                                quiet: _QuietConnectErrors) -> None:
         while True:
             try:
-                await start()
+                with reporting_unreachable():
+                    await start()
                 return
             except KafkaConnectionError as exc:
+                error: Exception = exc
+                if not isinstance(exc, BrokerUnreachable) and self.bootstrap is not None:
+                    error = await unreachable(self.bootstrap)  # a client's own start() says less
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise StartupError(f"cannot reach the broker at {self.bootstrap} (retried for "
-                                       f"bootstrap.timeout.ms={timeout_ms}): {exc}") from None
-                reason, quiet.last = quiet.last or str(exc), ""
-                log.warning("broker %s unreachable (%s); retrying in %.1fs", self.bootstrap, reason, min(delay, left))
+                    raise StartupError(f"{error}; gave up after bootstrap.timeout.ms={timeout_ms}") from None
+                log.warning("%s; retrying in %.1fs", error, min(delay, left))
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, 5.0)
 
@@ -582,6 +572,7 @@ class Runtime:
                     async with self._lock:
                         await self._mark_idle_inputs()
                     await self.commit()
+                    await self._purge_repartitions()
                 self._report_lag()
                 self.late_log.flush()
                 for table in self.app.tables.values():
@@ -973,6 +964,29 @@ class Runtime:
             self.gate.reopen()
             self._last_commit = time.monotonic()
 
+    async def _purge_repartitions(self) -> None:
+        """Delete what this worker has committed of its repartition topics' partitions
+        (DeleteRecords), every repartition.purge.interval.ms, as Kafka Streams does: they
+        keep records whatever their timestamps (retention.ms=-1), so without this they would
+        only grow."""
+        every = self.settings.repartition_purge_interval_ms
+        if time.monotonic() - self._last_purge < every / 1000:
+            return
+        self._last_purge = time.monotonic()
+        wanted = {tp: o for tp, o in self._committed.items()
+                  if _is_repartition(self.app.topics.get(tp[0])) and tp in self.assigned and self._purged.get(tp) != o}
+        if not wanted:
+            return
+        if self._admin is None:
+            self._admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.app.id}-admin")
+            await start_client(self._admin)
+        try:
+            await self._admin.delete_records({TopicPartition(*tp): RecordsToDelete(o) for tp, o in wanted.items()})
+        except KafkaError as exc:
+            log.info("purging repartition topics failed (%s); trying again later", exc)
+            return
+        self._purged.update(wanted)
+
     async def _past_markers(self, offsets: dict[TP, int]) -> dict[TP, int]:
         """Where every routed record of a partition is processed, commit the consumer's
         position, as Kafka's clients do: past the transaction markers (and aborted records)
@@ -1009,7 +1023,7 @@ class Runtime:
     async def on_revoked(self, revoked: set[TP]) -> None:
         if not revoked:
             return
-        log.info("partitions revoked: %s", sorted(revoked))
+        log.info("partitions revoked: %s", logfmt.assignment(revoked))
         self.tasks.cancel_restores(self.assigned - revoked)
         async with self._lock:
             try:
@@ -1034,7 +1048,7 @@ class Runtime:
                 await self.collector.close_tasks(gone)
 
     async def on_assigned(self, assigned: set[TP]) -> None:
-        log.info("partitions assigned: %s", sorted(assigned))
+        log.info("partitions assigned: %s", logfmt.assignment(assigned))
         self._joined = True
         consumer = self._consumer
         assert consumer is not None
@@ -1061,7 +1075,7 @@ class Runtime:
             offsets = await asyncio.gather(*(consumer.committed(TopicPartition(*tp)) for tp in ordered))
         except KafkaError as exc:
             log.warning("could not read the committed offsets of %s (%s); lag shows from the next commit",
-                        ordered, exc)
+                        logfmt.assignment(ordered), exc)
             return
         for tp, offset in zip(ordered, offsets, strict=True):
             if tp in self.assigned and tp not in self._committed:
@@ -1133,6 +1147,8 @@ class Runtime:
             await table.close()
         self.progress.close()
         self.late_log.flush(force=True)
+        if self._admin is not None:
+            await stop_client(self._admin)
         if self.collector is not None:
             await self.collector.stop()
         if self._broker is not None:

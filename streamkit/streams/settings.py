@@ -29,7 +29,6 @@ class names are accepted: ``LogAndFailExceptionHandler`` is ``fail``,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,6 +41,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from streamkit.hints import did_you_mean
 
 __all__ = ["AppSettings", "SettingsError", "setting_names"]
 
@@ -83,6 +84,7 @@ class AppSettings(BaseModel):
     late_records_topic: str | None = Field(default=None, alias="late.records.topic.name")
     window_idle_close_ms: int = Field(default=0, alias="window.idle.close.ms", ge=0)
     max_task_idle_ms: int = Field(default=0, alias="max.task.idle.ms", ge=-1)
+    repartition_purge_interval_ms: int = Field(default=30000, alias="repartition.purge.interval.ms", ge=0)
     cache_max_bytes_buffering: int = Field(default=10 * 1024 * 1024, alias="statestore.cache.max.bytes", ge=0)
     producer_linger_ms: int = Field(default=5, alias="linger.ms", ge=0)
     producer_acks: Literal["0", "1", "all", "-1"] = Field(default="all", alias="acks")
@@ -131,8 +133,7 @@ class AppSettings(BaseModel):
                 raise SettingsError(str(first["ctx"]["error"])) from None  # settings that contradict each other
             where = ".".join(str(p) for p in first["loc"]) or "settings"
             if first["type"] == "extra_forbidden":
-                close = get_close_matches(where, setting_names(), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = did_you_mean(where, setting_names())
                 raise SettingsError(f"unknown app setting {where!r}{hint}") from None
             raise SettingsError(f"bad value for app setting {where!r}: {first['msg']}") from None
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiokafka.structs import TopicPartition
 
+from streamkit import logfmt
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.table import StateDefinitionError
 from streamkit.tasks import cancel_and_wait
@@ -86,7 +87,7 @@ class TaskManager:
             try:
                 await collector.open_tasks({p for _t, p in assigned})
             except Exception as exc:
-                log.error("cannot start the exactly-once producers of tasks %s: %s", sorted(partitions), exc)
+                log.error("cannot start the exactly-once producers of tasks %s: %s", logfmt.ranges(partitions), exc)
                 self._on_failure(exc)
                 return
         # Before the restores: a standby that became active must stop following first.
@@ -160,7 +161,7 @@ class TaskManager:
         for table in self.local_tables():
             table.set_standby(standby, active, follower)
         if standby:
-            log.info("standby tasks: %s", sorted(standby))
+            log.info("standby tasks: %s", logfmt.ranges(standby))
 
     def standby_tasks(self) -> set[int]:
         """The tasks whose table partitions this worker keeps warm for another worker."""

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -87,8 +90,9 @@ def test_standalone_process_runs_the_shipped_file_connectors(broker: BrokerThrea
     assert list(offsets.values()) == [{"position": 12}]
 
 
-def test_bad_config_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
-    (tmp_path / "worker.json").write_text(json.dumps({"bootstrap.servers": "127.0.0.1:1", "rest.port": "0"}))
+def test_bad_config_is_one_line_and_exit_code_2(broker: BrokerThread, tmp_path: Path) -> None:
+    # a broker to reach: as Kafka's connect-standalone, the worker checks it before the connectors
+    (tmp_path / "worker.json").write_text(json.dumps({"bootstrap.servers": broker.bootstrap, "rest.port": "0"}))
     (tmp_path / "bad.json").write_text(json.dumps({"name": "bad", "config": {
         "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "tasks.max": "x"}}))
     result = subprocess.run(
@@ -103,3 +107,93 @@ def test_bad_config_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
                             env=_env(), capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "not supported in standalone mode" in result.stderr
     assert "offset.storage.file.filename" in result.stderr and "distributed" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def slow_joins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerThread]:
+    """A broker whose first join of a group waits two minutes (Kafka's initial rebalance
+    delay, bounded by the members' rebalance timeout, which aiokafka takes from
+    session.timeout.ms): a worker or a sink that stops meanwhile is stopping mid-rebalance."""
+    with BrokerThread(tmp_path_factory.mktemp("slow"), {"group.initial.rebalance.delay.ms": "120000"}) as running:
+        yield running
+
+
+def _start(args: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    with log_path.open("w") as log:
+        return subprocess.Popen([sys.executable, "-m", "streamkit", "connect", *args], env=_env(),
+                                stdout=log, stderr=subprocess.STDOUT)
+
+
+def _wait_for(process: subprocess.Popen[bytes], log_path: Path, done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 60
+    while not done():
+        assert process.poll() is None, log_path.read_text()
+        assert time.monotonic() < deadline, log_path.read_text()
+        time.sleep(0.1)
+
+
+def _interrupt(process: subprocess.Popen[bytes], log_path: Path) -> list[str]:
+    """SIGINT; the worker must exit cleanly long before the two-minute join it is in would
+    end (a generous bound: the exit takes well under a second)."""
+    try:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 0, log_path.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return log_path.read_text().splitlines()
+
+
+def test_distributed_worker_logs_its_address_and_stops_on_sigint_while_joining(
+        slow_joins: BrokerThread, tmp_path: Path) -> None:
+    worker = {"bootstrap.servers": slow_joins.bootstrap, "listeners": "http://127.0.0.1:0", "group.id": "g",
+              "config.storage.topic": "g-configs", "offset.storage.topic": "g-offsets",
+              "status.storage.topic": "g-status", "config.storage.replication.factor": "1",
+              "offset.storage.replication.factor": "1", "status.storage.replication.factor": "1",
+              "session.timeout.ms": "120000"}
+    (tmp_path / "worker.json").write_text(json.dumps(worker))
+    log_path = tmp_path / "worker.log"
+    process = _start(["distributed", str(tmp_path / "worker.json")], log_path)
+    _wait_for(process, log_path, lambda: "REST API on" in log_path.read_text())
+    lines = _interrupt(process, log_path)
+    assert re.search(r"Connect distributed worker 127\.0\.0\.1:\d+: REST API on http://127\.0\.0\.1:\d+; "
+                     r"joining group g$", lines[0]), lines
+    assert lines[-1].endswith("Connect distributed worker stopped"), lines
+    assert not any("Traceback" in line for line in lines), lines
+
+
+def test_a_sink_in_a_rebalance_does_not_hold_the_workers_exit(slow_joins: BrokerThread, tmp_path: Path) -> None:
+    """The worker would wait ten minutes for a task that does not stop by itself."""
+    worker = {"bootstrap.servers": slow_joins.bootstrap, "listeners": "http://127.0.0.1:0",
+              "offset.storage.file.filename": str(tmp_path / "offsets.json"),
+              "task.shutdown.graceful.timeout.ms": "600000"}
+    (tmp_path / "worker.json").write_text(json.dumps(worker))
+    sink = {"name": "joining", "config": {"connector.class": "FileStreamSinkConnector", "topics": "joining",
+                                          "file": str(tmp_path / "out.txt"),
+                                          "consumer.override.session.timeout.ms": "120000"}}
+    (tmp_path / "sink.json").write_text(json.dumps(sink))
+    log_path, ready = tmp_path / "worker.log", tmp_path / "port"
+    process = _start(["standalone", str(tmp_path / "worker.json"), str(tmp_path / "sink.json"),
+                      "--ready-file", str(ready)], log_path)
+    _wait_for(process, log_path, lambda: ready.exists() and bool(ready.read_text()))
+    with httpx.Client(base_url=f"http://127.0.0.1:{ready.read_text()}", timeout=30) as client:
+        status = client.get("/connectors/joining/status").json()
+    assert status["tasks"][0]["state"] == "RUNNING"
+    lines = _interrupt(process, log_path)
+    assert lines[-1].endswith("Connect standalone worker stopped"), lines
+
+
+def test_a_busy_rest_port_is_one_line_naming_the_address(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        (tmp_path / "worker.json").write_text(json.dumps({"bootstrap.servers": "127.0.0.1:1",
+                                                          "listeners": f"http://127.0.0.1:{port}"}))
+        result = subprocess.run([sys.executable, "-m", "streamkit", "connect", "standalone",
+                                 str(tmp_path / "worker.json")], env=_env(), capture_output=True, text=True,
+                                timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == (f"error: cannot start the Connect worker: the REST API cannot listen on "
+                             f"127.0.0.1:{port}: Address already in use\n")

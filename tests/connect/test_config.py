@@ -208,3 +208,37 @@ def test_problems_use_kafkas_wording(registry: PluginRegistry) -> None:
         "errors.retry.timeout": ["Invalid value -5 for configuration errors.retry.timeout: Value must be at least -1"],
         "file": ['Missing required configuration "file" which has no default value.'],
     }
+
+
+def test_unknown_keys_are_warnings_naming_the_nearest_known_key(registry: PluginRegistry) -> None:
+    valid = validate_config({
+        "name": "s", "connector.class": SOURCE, "file": "/tmp/x", "topic": "t", "batch.sise": "10",
+        "tasks.maximum": "2", "value.converter.schemas.enable": "false", "producer.override.linger.ms": "5",
+        "transforms": "k", "transforms.k.type": "org.apache.kafka.connect.transforms.ValueToKey",
+        "transforms.k.fields": "line", "transforms.K.negate": "true", "predicates.p.type": "Nope"}, registry)
+    assert valid.warnings == {
+        "batch.sise": ["The configuration 'batch.sise' was supplied but isn't a known config "
+                       "(did you mean 'batch.size'?)"],
+        "tasks.maximum": ["The configuration 'tasks.maximum' was supplied but isn't a known config "
+                          "(did you mean 'tasks.max'?)"],
+        "transforms.K.negate": ["The configuration 'transforms.K.negate' was supplied but isn't a "
+                                "known config (did you mean 'transforms.k.negate'?)"],
+        "predicates.p.type": ["The configuration 'predicates.p.type' was supplied but isn't a known config"],
+    }
+    report = validation_report(valid.raw, registry)
+    assert report["error_count"] == 0
+    assert report["warnings"] == valid.warnings
+
+
+def test_a_missing_required_key_names_the_supplied_key_it_was_mistyped_as(registry: PluginRegistry) -> None:
+    jdbc = {"name": "j", "connector.class": "JdbcSourceConnector", "mode": "incrementing", "topic.prefix": ""}
+    with pytest.raises(ConfigError) as info:
+        validate_config({**jdbc, "conection.url": "jdbc:sqlite:x.db", "incrementing.column.name": "id"}, registry)
+    assert info.value.problems == {"connection.url": [
+        "Missing required configuration \"connection.url\" which has no default value; "
+        "'conection.url' was supplied (did you mean 'connection.url'?)"]}
+    with pytest.raises(ConfigError) as info:
+        validate_config({**jdbc, "connection.url": "jdbc:sqlite:x.db", "incrementing.colum.name": "id"}, registry)
+    assert info.value.problems == {"incrementing.column.name": [
+        "required with mode=incrementing; 'incrementing.colum.name' was supplied "
+        "(did you mean 'incrementing.column.name'?)"]}

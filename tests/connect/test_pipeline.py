@@ -156,6 +156,24 @@ async def test_retriable_errors_are_retried_and_data_errors_isolated(broker: Bro
     assert status["tasks"][0]["state"] == "RUNNING"
 
 
+async def test_deleting_a_connector_in_retry_backoff_stops_its_task_at_once(
+        broker: BrokerThread, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Every put fails with a RetriableError, retried forever; the worker would wait ten
+    minutes for a task that does not stop by itself, so the delete returns only because the
+    backoff ends at the stop."""
+    plugins_for_tests.ATTEMPTS.clear()
+    await produce(broker.bootstrap, "backoff-in", [b"x"])
+    config = {"connector.class": "tests.connect.plugins_for_tests.FlakySinkConnector", "topics": "backoff-in",
+              "fail_first": str(10**9), "value.converter": STRING, "errors.retry.delay.max.ms": "600000"}
+    settings = worker_settings(broker.bootstrap, tmp_path, **{"task.shutdown.graceful.timeout.ms": "600000"})
+    async with standalone(settings, [("backoff", config)]) as (_w, client):
+        await eventually(lambda: plugins_for_tests.ATTEMPTS.get("flaky", 0) >= 2, 60, "a retry")
+        with caplog.at_level("WARNING", logger="streamkit.connect"):
+            assert (await client.delete("/connectors/backoff")).status_code == 204
+        assert (await client.get("/connectors")).json() == []
+    assert "did not stop within" not in caplog.text
+
+
 async def test_sink_offsets_are_committed_and_editable_when_stopped(broker: BrokerThread, tmp_path: Path) -> None:
     out = tmp_path / "out.txt"
     await produce(broker.bootstrap, "sink-offsets", [b"a", b"b", b"c"])

@@ -113,6 +113,22 @@ async def test_bad_config_is_a_400_listing_every_problem(broker: BrokerThread, t
         assert (await client.put("/connector-plugins/Nope/config/validate", json={})).status_code == 400
 
 
+async def test_unknown_keys_are_logged_and_returned_by_validate_as_warnings(
+        broker: BrokerThread, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = {"connector.class": SINK, "topics": "t", "file": str(tmp_path / "out.txt"), "fromat": "jsonl"}
+    expected = "The configuration 'fromat' was supplied but isn't a known config (did you mean 'format'?)"
+    async with standalone(worker_settings(broker.bootstrap, tmp_path)) as (_worker, client):
+        report = (await client.put("/connector-plugins/FileStreamSinkConnector/config/validate",
+                                   json={"name": "typo", **config})).json()
+        assert report["error_count"] == 0
+        assert report["warnings"] == {"fromat": [expected]}
+        with caplog.at_level("WARNING", logger="streamkit.connect"):
+            created = await client.put("/connectors/typo/config", json=config)
+        assert created.status_code == 201
+        assert [r.getMessage() for r in caplog.records if "fromat" in r.getMessage()] == [
+            f"connector typo: {expected}"]
+
+
 async def test_root_health_plugins_and_metrics(broker: BrokerThread, tmp_path: Path) -> None:
     async with standalone(worker_settings(broker.bootstrap, tmp_path)) as (_worker, client):
         root = (await client.get("/")).json()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from streamkit.connect.config import CommonConfig
@@ -46,6 +48,23 @@ async def test_retry_gives_up_after_the_timeout() -> None:
     with pytest.raises(RetriableError):
         await errors.retry(failing, Stage.TASK_PUT)
     assert len(calls) == 3
+
+
+async def test_a_stop_ends_the_backoff_and_the_retries() -> None:
+    stop = asyncio.Event()
+    common = CommonConfig.model_validate({"name": "c", "connector.class": "X", "errors.retry.delay.max.ms": "600000"})
+    errors = ErrorHandler(common, "c", 0, stop=stop)
+    calls = []
+
+    async def failing() -> None:
+        calls.append(1)
+        stop.set()  # the task is deleted while this attempt runs
+        raise RetriableError("down")
+
+    with pytest.raises(RetriableError):
+        # without the stop, the retries (always, no budget) would go on for ever
+        await asyncio.wait_for(errors.retry(failing, Stage.TASK_POLL, always=True), 60)
+    assert len(calls) == 1
 
 
 async def test_no_retry_budget_means_one_attempt_for_conversions() -> None:

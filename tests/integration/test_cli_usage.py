@@ -91,17 +91,21 @@ def test_broker_data_dir_without_permission(tmp_path: Path) -> None:
     assert "permission" in stderr or "Read-only" in stderr, stderr
 
 
-def test_broker_port_in_use_is_a_bind_error(tmp_path: Path) -> None:
+def test_broker_port_in_use_is_refused_before_the_data_dir_is_touched(tmp_path: Path) -> None:
+    """The listener is bound first: a taken port leaves neither a new data directory nor
+    new partition directories (the internal topics) in an existing one."""
+    existing = tmp_path / "existing"
+    existing.mkdir()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = cli("broker", "--data-dir", str(tmp_path / "data"), "--port", str(port))
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    # (after the broker's start-up log lines)
-    assert result.stderr.splitlines()[-1] == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
-    # refused after the lock: a later start on the same directory is not blocked
-    assert (tmp_path / "data" / ".lock").read_text() == ""
+        for data_dir in (tmp_path / "new", existing):
+            result = cli("broker", "--data-dir", str(data_dir), "--port", str(port))
+            assert result.returncode == 2
+            assert result.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert not (tmp_path / "new").exists()
+    assert list(existing.iterdir()) == []
 
 
 class WorkerProcess:
@@ -433,8 +437,45 @@ def test_version_and_short_help() -> None:
     for command in ((), ("topics",), ("produce",), ("groups", "reset-offsets"), ("worker",)):
         out = ok(*command, "-h").stdout
         assert "Usage:" in out and "--help" in out
-    # defaults are shown, also those computed at run time (rich may wrap the help text)
-    assert "./data/{application.id}" in re.sub(r"[\s│]+", "", ok("worker", "-h").stdout)
+    # defaults are shown, also those computed at run time
+    assert "[default: (./data/{application.id})]" in " ".join(ok("worker", "-h").stdout.split())
+
+
+def _first_sentence(text: str) -> str:
+    paragraph = " ".join(text.split("\n\n")[0].split())
+    found = re.match(r"(.+?\.)(\s|$)", paragraph)
+    return found.group(1) if found else paragraph
+
+
+def test_help_in_80_columns_is_whole() -> None:
+    """Every command's -h in an 80-column terminal: no line wider, every option's help and
+    every sub-command's first sentence there in full (wrapped, never cut), and flags shown
+    without a value type."""
+    import typer
+    from typer.testing import CliRunner
+
+    from streamkit.cli import app
+
+    runner = CliRunner(env={"COLUMNS": "80"})
+    checked = []
+
+    def check(command: Any, path: tuple[str, ...]) -> None:
+        result = runner.invoke(app, [*path, "-h"])
+        assert result.exit_code == 0, result.output
+        out = result.output
+        assert max(len(line) for line in out.splitlines()) <= 80, out
+        assert "<bool>" not in out and "…" not in out, out
+        flat = " ".join(out.split())
+        for param in command.params:
+            if param.help:
+                assert " ".join(param.help.split()) in flat, (path, param.name, out)
+        for name, sub in getattr(command, "commands", {}).items():
+            assert f"{name} {_first_sentence(sub.help)}" in flat, (path, name, out)
+            check(sub, (*path, name))
+        checked.append(path)
+
+    check(typer.main.get_command(app), ())
+    assert ("groups", "reset-offsets") in checked and ("connect", "standalone") in checked
 
 
 def test_every_command_and_option_has_help() -> None:
@@ -458,3 +499,51 @@ def test_every_command_and_option_has_help() -> None:
     walk(typer.main.get_command(app), "streamkit")
     assert "streamkit groups reset-offsets" in seen and "streamkit worker" in seen  # the walk went deep
     assert missing == []
+
+
+# -- logs a user reads ------------------------------------------------------------------------
+
+# A Python repr in a log line ([('t', 0), ...], {'k': 'v'}, ('a', 1)), an enum's repr, or a
+# space where none belongs (two in a row, before punctuation, at the end).
+_NOT_PRODUCT = re.compile(r"\[\(|\{'|\('|<\w+\.\w+: |  | [,.;:)]| $")
+
+
+def test_worker_and_broker_logs_read_like_a_product(broker_factory: Callable[..., BrokerProcess],
+                                                    workers: Callable[..., WorkerProcess], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two exactly-once workers with standby tasks, and their broker, at log level info:
+    partitions read as topic[ranges], tasks as ranges, topic configs as key=value."""
+    broker = broker_factory()
+    topic, app_id = short_name(), short_name()
+    ok("topics", "create", topic, "--partitions", "4", "-b", broker.bootstrap)
+    monkeypatch.setenv("SK_TEST_CONFIG", '{"processing.guarantee": "exactly_once", "num.standby.replicas": 1}')
+    first = workers(bootstrap=broker.bootstrap, app_id=app_id, topic=topic, data_dir=tmp_path / "w1")
+    wait_until(lambda: "partitions assigned" in first.log(), 60, lambda: f"the first assignment:\n{first.log()}")
+    second = workers(bootstrap=broker.bootstrap, app_id=app_id, topic=topic, data_dir=tmp_path / "w2")
+    wait_until(lambda: "partitions assigned" in second.log() and "standby tasks" in first.log() + second.log(),
+               90, lambda: f"the rebalance with standby tasks:\n{first.log()}\n{second.log()}")
+    assert first.stop() == 0 and second.stop() == 0
+    worker_lines = first.log().splitlines() + second.log().splitlines()
+
+    def messages(lines: list[str], logger: str) -> list[str]:
+        return [line.split(f" {logger}: ", 1)[1] for line in lines if f" {logger}: " in line]
+
+    runtime = messages(worker_lines, "streamkit.streams.runtime")
+    assert f"partitions assigned: {topic}[0-3]" in runtime  # the first worker, alone
+    partitions = re.escape(topic) + r"\[[0-9,-]+\]"
+    assert [m for m in runtime if re.fullmatch(f"partitions (assigned|revoked): {partitions}", m)] == [
+        m for m in runtime if m.startswith("partitions ")]
+    tasks = messages(worker_lines, "streamkit.streams.task_manager") + messages(
+        worker_lines, "streamkit.streams.collector")
+    assert any(re.fullmatch(r"standby tasks: [0-9,-]+", m) for m in tasks), tasks
+    assert any(re.fullmatch(r"exactly-once: transactional producers of tasks [0-9,-]+ ready", m) for m in tasks)
+
+    created = messages(broker.log_file.read_text().splitlines(), "streamkit.broker.topics")
+    assert f"created topic {topic} with 4 partitions" in created
+    assert f"created topic {app_id}-counts-changelog with 4 partitions (cleanup.policy=compact)" in created
+    assert any(re.fullmatch(r"created topic __consumer_offsets with \d+ partitions \(cleanup.policy=compact, "
+                            r"segment.bytes=\d+\)", m) for m in created), created
+
+    for line in worker_lines + broker.log_file.read_text().splitlines():
+        message = line.split(": ", 1)[-1]
+        assert not _NOT_PRODUCT.search(message), line

@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from streamkit.testing import BrokerProcess
+from tests.integration.test_cli import table_rows
 from tests.integration.util import QUIET, admin, call, connect, create_topic, wait_until
 
 HEARTBEAT_MS = 250
@@ -344,7 +345,7 @@ def test_cli_shows_the_protocol_and_member_epochs(broker: BrokerProcess, topic_n
         env = {**os.environ, "PYTHONPATH": os.getcwd()}
         listed = subprocess.run([sys.executable, "-m", "streamkit", "groups", "list", "-b", bs],
                                 capture_output=True, text=True, timeout=60, env=env)
-        assert [group, "consumer", "consumer"] in [line.split() for line in listed.stdout.splitlines()]
+        assert [group, "consumer", "consumer"] in table_rows(listed.stdout)
         shown = subprocess.run([sys.executable, "-m", "streamkit", "groups", "describe", group, "-b", bs],
                                capture_output=True, text=True, timeout=60, env=env)
         assert shown.returncode == 0, shown.stderr

@@ -32,6 +32,7 @@ from kio.static.primitive import i32, i64
 
 from streamkit.broker.errors import ErrorCode
 from streamkit.testing import BrokerProcess
+from tests.integration.test_cli import table_rows
 from tests.integration.util import admin, call, connect, create_topic, wait_until
 
 BROKER_SETTINGS = {
@@ -267,7 +268,7 @@ def test_cli_lists_and_describes_a_share_group_with_its_lag(broker: BrokerProces
     try:
         wait_until(lambda: _members(broker.bootstrap, "g-cli") == 1, 30, "the member joined")
         listed = _cli("groups", "list", "--bootstrap-server", broker.bootstrap).stdout
-        assert ["g-cli", "share", "share"] in [line.split() for line in listed.splitlines()]
+        assert ["g-cli", "share", "share"] in table_rows(listed)
         wait_until(lambda: _share_offsets(broker.bootstrap, "g-cli", topic_name) == [(0, 4, 0)], 30,
                    "the records were accepted")
         described = _cli("groups", "describe", "g-cli", "--bootstrap-server", broker.bootstrap).stdout

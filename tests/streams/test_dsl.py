@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 import streamkit
 from streamkit.streams.app import App
@@ -39,6 +40,9 @@ from streamkit.testing import http_get
 
 from .conftest import Probe, eventually, running
 from .oracles import sessionize, sliding_aggregate
+
+# Tests that read a repartition topic after the app: nothing purged meanwhile.
+KEEP_REPARTITIONED = {"repartition.purge.interval.ms": 600_000}
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -129,7 +133,7 @@ async def test_stateless_operators_exact_outputs(make_app: Any, probe: Probe) ->
 
 
 async def test_group_by_repartitions_and_keeps_per_key_order(make_app: Any, probe: Probe) -> None:
-    app = make_app()
+    app = make_app(config=KEEP_REPARTITIONED)
     views = app.topic(f"{app.id}-views", partitions=PARTITIONS)
     (app.stream(views)
         .group_by(lambda v: v["page"], name="by-page")
@@ -153,6 +157,34 @@ async def test_group_by_repartitions_and_keeps_per_key_order(make_app: Any, prob
     for r in repartitioned:
         assert r.partition == partition_for_key(r.key, PARTITIONS)
         assert orjson.loads(r.value)["page"] == r.key.decode()
+
+
+async def test_repartition_topics_keep_old_records_until_the_app_purges_them(make_app: Any, probe: Probe) -> None:
+    """Repartition topics are created as Kafka Streams creates them (no time retention: a
+    backfill's old event times must survive until read), and the worker deletes what it
+    has committed (repartition.purge.interval.ms)."""
+    app = make_app(config={"repartition.purge.interval.ms": 0})
+    views = app.topic(f"{app.id}-views", partitions=PARTITIONS)
+    app.stream(views).group_by(lambda v: v["page"], name="by-page").to(f"{app.id}-out")
+    repartition = f"{app.id}-by-page-repartition"
+    long_ago = 1_000_000_000_000  # 2001: far beyond any retention.ms but -1
+    records = [("u", {"page": f"/p{i % 3}"}, long_ago + i) for i in range(30)]
+    async with running(app) as runtime:
+        described = await probe.admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, repartition)])
+        configs = {c[0]: c[1] for c in described[0].resources[0][4]}
+        assert configs["retention.ms"] == "-1"
+        await probe.produce_many(views.name, encode_records(records))
+        await probe.settle(runtime)
+        assert len(await probe.read(f"{app.id}-out")) == 30
+        tps = await probe.partitions(repartition)
+
+        async def purged() -> bool:
+            starts = await probe.consumer.beginning_offsets(tps)
+            ends = await probe.end_offsets(tps)
+            return all(starts[tp] >= ends[tp] - 1 for tp in tps) and any(starts[tp] > 0 for tp in tps)
+
+        # Everything committed is gone, but for a watermark-only record that may follow it.
+        await eventually(purged, "the committed repartitioned records deleted")
 
 
 async def test_to_table_materializes_latest_values(make_app: Any, probe: Probe) -> None:

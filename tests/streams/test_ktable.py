@@ -85,7 +85,8 @@ async def test_sum_reduce_aggregate_and_a_stream_table_join(make_app: Any, probe
 async def test_group_by_key_and_repartition(make_app: Any, probe: Probe) -> None:
     """A keyed input counted as it is (no repartition topic), and the same input moved to
     a 3-partition topic by ``repartition`` first, keys unchanged."""
-    app = make_app(config={"num.partitions": 3})
+    # The test reads the repartition topic afterwards: nothing purged meanwhile.
+    app = make_app(config={"num.partitions": 3, "repartition.purge.interval.ms": 600_000})
     source = app.topic(f"{app.id}-clicks", partitions=3)
     app.stream(source).group_by_key().count(name="direct").to(f"{app.id}-direct")
     moved = app.stream(source).repartition(partitions=3, name="spread")

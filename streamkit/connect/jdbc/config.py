@@ -14,6 +14,7 @@ from pydantic import BeforeValidator, Field, ValidationError, model_validator
 
 from streamkit.connect.connector import ConnectorConfig
 from streamkit.connect.errors import ConfigError
+from streamkit.connect.transforms import config_problems
 
 __all__ = ["JdbcSinkConfig", "JdbcSourceConfig", "parse_config", "to_task_config"]
 
@@ -32,29 +33,68 @@ CommaList = Annotated[tuple[str, ...], BeforeValidator(_split)]
 
 
 class _Connection(ConnectorConfig):
-    connection_url: str = Field(alias="connection.url", min_length=1)
-    connection_user: str | None = Field(None, alias="connection.user")
-    connection_password: str | None = Field(None, alias="connection.password")
+    connection_url: str = Field(
+        alias="connection.url", min_length=1,
+        description="JDBC URL (`jdbc:postgresql://host:5432/db`, `jdbc:mysql://...`, "
+                    "`jdbc:mariadb://...`, `jdbc:sqlite:path.db`) or a SQLAlchemy URL.")
+    connection_user: str | None = Field(None, alias="connection.user",
+                                        description="Database user; wins over the URL's.")
+    connection_password: str | None = Field(None, alias="connection.password",
+                                            description="Database password; wins over the URL's.")
+    connection_attempts: int = Field(
+        3, alias="connection.attempts", ge=1,
+        description="Attempts to connect before the task fails (the database unreachable).")
+    connection_backoff_ms: int = Field(10000, alias="connection.backoff.ms", ge=0,
+                                       description="Wait between two connection attempts (ms).")
 
 
 class JdbcSourceConfig(_Connection):
     mode: Annotated[Literal["bulk", "incrementing", "timestamp", "timestamp+incrementing"],
-                    BeforeValidator(_lower)]
-    topic_prefix: str = Field(alias="topic.prefix")
-    incrementing_column_name: str = Field("", alias="incrementing.column.name")
-    timestamp_column_name: CommaList = Field((), alias="timestamp.column.name")
-    timestamp_delay_interval_ms: int = Field(0, alias="timestamp.delay.interval.ms", ge=0)
-    table_whitelist: CommaList = Field((), alias="table.whitelist")
-    table_include_list: CommaList = Field((), alias="table.include.list")
-    table_blacklist: CommaList = Field((), alias="table.blacklist")
-    table_exclude_list: CommaList = Field((), alias="table.exclude.list")
-    table_types: CommaList = Field(("TABLE",), alias="table.types")
-    query: str = Field("", alias="query")
-    poll_interval_ms: int = Field(5000, alias="poll.interval.ms", ge=1)
-    batch_max_rows: int = Field(100, alias="batch.max.rows", ge=1)
-    validate_non_null: bool = Field(True, alias="validate.non.null")
+                    BeforeValidator(_lower)] = Field(
+        description="How rows are found: `bulk` (the whole table every poll), `incrementing` "
+                    "(new ids), `timestamp` (new or updated timestamps), "
+                    "`timestamp+incrementing` (both: exact resumption).")
+    topic_prefix: str = Field(alias="topic.prefix",
+                              description="Topic name = prefix + table name (the prefix alone with "
+                                          "`query`).")
+    incrementing_column_name: str = Field(
+        "", alias="incrementing.column.name",
+        description="A strictly increasing, NOT NULL column (incrementing modes).")
+    timestamp_column_name: CommaList = Field(
+        (), alias="timestamp.column.name",
+        description="Timestamp column(s) (timestamp modes); with several, the first that is "
+                    "not null (COALESCE).")
+    timestamp_delay_interval_ms: int = Field(
+        0, alias="timestamp.delay.interval.ms", ge=0,
+        description="Read a timestamp only this long (ms) after it, for transactions that "
+                    "commit late.")
+    table_whitelist: CommaList = Field((), alias="table.whitelist",
+                                       description="The tables to read (default: every table).")
+    table_include_list: CommaList = Field((), alias="table.include.list",
+                                          description="Same as `table.whitelist`.")
+    table_blacklist: CommaList = Field((), alias="table.blacklist",
+                                       description="Tables not to read.")
+    table_exclude_list: CommaList = Field((), alias="table.exclude.list",
+                                          description="Same as `table.blacklist`.")
+    table_types: CommaList = Field(("TABLE",), alias="table.types",
+                                   description="`TABLE` and/or `VIEW`.")
+    query: str = Field("", alias="query",
+                       description="Read this query's rows instead of tables; the mode's condition "
+                                   "is appended.")
+    poll_interval_ms: int = Field(5000, alias="poll.interval.ms", ge=1,
+                                  description="How often (ms) each table is queried.")
+    batch_max_rows: int = Field(100, alias="batch.max.rows", ge=1,
+                                description="Most rows one poll returns per table.")
+    validate_non_null: bool = Field(
+        True, alias="validate.non.null",
+        description="Refuse nullable incrementing/timestamp columns at start.")
+    key_mode: Annotated[Literal["none", "primary_key"], BeforeValidator(_lower)] = Field(
+        "none", alias="key.mode",
+        description="`none`: records have a null key, as with Confluent's connector (the "
+                    "ValueToKey transform sets one); `primary_key`: the key is a struct of the "
+                    "table's primary-key columns (null for tables without one and for `query`).")
     # Set by the connector in each task's config: the tables that task reads.
-    tables: CommaList = Field((), alias="tables")
+    tables: CommaList = Field((), alias="tables", json_schema_extra={"internal": True})
 
     @property
     def included(self) -> tuple[str, ...]:
@@ -84,17 +124,34 @@ class JdbcSourceConfig(_Connection):
 
 class JdbcSinkConfig(_Connection):
     insert_mode: Annotated[Literal["insert", "upsert", "update"],
-                           BeforeValidator(_lower)] = Field("insert", alias="insert.mode")
-    batch_size: int = Field(3000, alias="batch.size", ge=1)
-    delete_enabled: bool = Field(False, alias="delete.enabled")
-    table_name_format: str = Field("${topic}", alias="table.name.format", min_length=1)
+                           BeforeValidator(_lower)] = Field(
+        "insert", alias="insert.mode",
+        description="`insert`, `upsert` (insert or update by primary key) or `update`.")
+    batch_size: int = Field(3000, alias="batch.size", ge=1,
+                            description="Rows buffered per table before they are written.")
+    delete_enabled: bool = Field(False, alias="delete.enabled",
+                                 description="A tombstone (null value) deletes its row; needs "
+                                             "`pk.mode=record_key`.")
+    table_name_format: str = Field("${topic}", alias="table.name.format", min_length=1,
+                                   description="The table of a topic; `${topic}` is replaced by "
+                                               "the topic's name.")
     pk_mode: Annotated[Literal["none", "kafka", "record_key", "record_value"],
-                       BeforeValidator(_lower)] = Field("none", alias="pk.mode")
-    pk_fields: CommaList = Field((), alias="pk.fields")
-    fields_whitelist: CommaList = Field((), alias="fields.whitelist")
-    fields_include_list: CommaList = Field((), alias="fields.include.list")
-    auto_create: bool = Field(False, alias="auto.create")
-    auto_evolve: bool = Field(False, alias="auto.evolve")
+                       BeforeValidator(_lower)] = Field(
+        "none", alias="pk.mode",
+        description="Where the primary key comes from: `none`, `kafka` (topic, partition, "
+                    "offset), `record_key`, `record_value`.")
+    pk_fields: CommaList = Field((), alias="pk.fields",
+                                 description="The primary-key columns: of a struct key or the value "
+                                             "(default: all its fields), the one column of a "
+                                             "primitive key, or three names with `kafka`.")
+    fields_whitelist: CommaList = Field((), alias="fields.whitelist",
+                                        description="The value fields to write (default: all).")
+    fields_include_list: CommaList = Field((), alias="fields.include.list",
+                                           description="Same as `fields.whitelist`.")
+    auto_create: bool = Field(False, alias="auto.create",
+                              description="Create a missing table from the record's schema.")
+    auto_evolve: bool = Field(False, alias="auto.evolve",
+                              description="Add columns for new fields of the record's schema.")
 
     @property
     def included_fields(self) -> tuple[str, ...]:
@@ -124,14 +181,7 @@ def parse_config(model: type[C], config: Mapping[str, Any] | C) -> C:
     try:
         return model.model_validate(dict(config))
     except ValidationError as exc:
-        problems: dict[str, list[str]] = {}
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            if not loc and ": " in msg:
-                loc, msg = msg.split(": ", 1)
-            problems.setdefault(loc or "config", []).append(msg)
-        raise ConfigError(problems) from None
+        raise ConfigError(config_problems(exc)) from None
 
 
 def to_task_config(config: ConnectorConfig, **extra: str) -> dict[str, str]:

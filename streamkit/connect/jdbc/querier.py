@@ -39,6 +39,7 @@ from streamkit.connect.jdbc.schema import (
     to_connect_converter,
 )
 from streamkit.gcpause import gc_paused
+from streamkit.hints import did_you_mean
 
 __all__ = ["Querier", "split_table_name"]
 
@@ -108,8 +109,10 @@ _TS_COLUMN = "streamkit_ts"
 
 class Querier:
     def __init__(self, engine: Engine, config: JdbcSourceConfig, *, table: str | None,
-                 offset: Offset, now_ms: Callable[[], int]) -> None:
+                 offset: Offset, now_ms: Callable[[], int],
+                 connect: Callable[[], Connection]) -> None:
         self._engine = engine
+        self._connect = connect  # with connection.attempts, then ConnectError
         self._config = config
         self._table = table
         self._now_ms = now_ms
@@ -146,16 +149,13 @@ class Querier:
     # -- schema ----------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Connect and describe the table now, as Confluent's task does at start: a missing
-        table or column fails the task at once, and the first poll only reads. A database
-        that cannot be reached yet is left to the polls, which retry."""
+        """Connect and describe the table now, as Confluent's task does at start: a database
+        that cannot be reached, a missing table or column fails the task at once, and the
+        first poll only reads."""
         if self._columns is not None:
             return
-        try:
-            with self._engine.connect() as conn:
-                self._describe(conn)
-        except sa.exc.OperationalError as exc:
-            log.warning("cannot describe %s yet (%s); the first poll will", self.partition, exc)
+        with self._connect() as conn:
+            self._describe(conn)
 
     def _describe(self, conn: Connection) -> None:
         config = self._config
@@ -182,7 +182,8 @@ class Querier:
         if config.mode != "bulk":
             for col in needed:
                 if col not in by_name:
-                    raise ConnectError(f"table {self._table!r} has no column {col!r}")
+                    raise ConnectError(f"table {self._table!r} has no column {col!r}"
+                                       f"{did_you_mean(col, by_name)}")
                 if (config.validate_non_null and by_name[col]["nullable"] and col not in pk
                         and col not in may_be_null):
                     raise ConnectError(
@@ -208,7 +209,8 @@ class Querier:
         self._value_schema = Schema("struct", name=name, fields=tuple(
             Field(c.name, c.schema) for c in columns if c.schema is not None))
         index = {c.name: i for i, c in enumerate(columns)}
-        if pk and all(columns[index[p]].schema is not None for p in pk):
+        if (config.key_mode == "primary_key" and pk
+                and all(columns[index[p]].schema is not None for p in pk)):
             self._key_indexes = [index[p] for p in pk]
             self._key_schema = Schema("struct", name=f"{name}.Key", fields=tuple(
                 Field(p, columns[index[p]].schema) for p in pk))  # type: ignore[arg-type]
@@ -247,7 +249,7 @@ class Querier:
         config = self._config
         if config.mode == "bulk":
             return self._poll_bulk()
-        with self._engine.connect() as conn:
+        with self._connect() as conn:
             if self._backend == "postgresql":
                 # Under PostgreSQL's READ COMMITTED each statement reads a snapshot of its own
                 # anyway; without a transaction there is no BEGIN and ROLLBACK around them.
@@ -276,7 +278,8 @@ class Querier:
         try:
             return keys.index(name)
         except ValueError:
-            raise ConnectError(f"the query's result has no column {name!r}") from None
+            raise ConnectError(f"the query's result has no column {name!r}"
+                               f"{did_you_mean(name, keys)}") from None
 
     def _row_ts(self, keys: Sequence[str]) -> Callable[[Sequence[Any]], int]:
         names = [_TS_COLUMN] if self._extra else self._config.timestamp_column_name
@@ -321,7 +324,7 @@ class Querier:
 
     def _poll_bulk(self) -> list[SourceRecord]:
         if self._bulk is None:
-            conn = self._engine.connect()
+            conn = self._connect()
             try:
                 if self._columns is None:
                     self._describe(conn)

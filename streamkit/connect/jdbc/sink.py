@@ -11,7 +11,8 @@ that came before it. A tombstone with ``delete.enabled=false`` is skipped.
 
 A transient database failure (a lost connection) rolls the transaction back and raises
 ``RetriableError``; the records put since the last commit stay in memory and are written
-again on the retry, so nothing put before the failure is lost.
+again on the retry, so nothing put before the failure is lost. A database that cannot be
+reached in ``connection.attempts`` tries (``connection.backoff.ms`` apart) fails the task.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from streamkit.connect.data import SinkRecord
 from streamkit.connect.errors import ConnectError, DataError, RetriableError
 from streamkit.connect.jdbc import dialects
 from streamkit.connect.jdbc.config import JdbcSinkConfig, parse_config, to_task_config
+from streamkit.connect.jdbc.connection import connect, driver_message, is_transient
 from streamkit.connect.jdbc.fields import RowShape, row_shape, shape_key
 from streamkit.connect.jdbc.urls import to_sqlalchemy_url
 from streamkit.connect.jdbc.writer import TableWriter
@@ -197,8 +199,9 @@ class JdbcSinkTask(SinkTask):
 
     def _connection(self) -> Connection:
         if self._conn is None:
-            assert self._engine is not None
-            self._conn = self._engine.connect()
+            assert self._engine is not None and self._config is not None
+            self._conn = connect(self._engine, self._config.connection_attempts,
+                                 self._config.connection_backoff_ms)
         return self._conn
 
     def _fail(self, exc: Exception) -> ConnectError:
@@ -208,12 +211,11 @@ class JdbcSinkTask(SinkTask):
             self._conn.close()
             self._conn = None
         self._rebuild()
-        if isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError) or (
-                isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated):
-            return RetriableError(f"database write failed, will retry: {exc}")
+        if isinstance(exc, sa.exc.SQLAlchemyError) and is_transient(exc):
+            return RetriableError(f"database write failed, will retry: {driver_message(exc)}")
         if isinstance(exc, ConnectError):
             return exc
-        return ConnectError(f"database write failed: {exc}")
+        return ConnectError(f"database write failed: {driver_message(exc)}")
 
     def put(self, records: Sequence[SinkRecord]) -> None:
         assert self._config is not None

@@ -3,9 +3,9 @@
 Semantics are Confluent's ``JdbcSourceConnector``'s (see ``offsets`` for the modes' queries).
 A record's topic is ``topic.prefix`` + table name (``topic.prefix`` alone for ``query``), its
 source partition ``{"table": name}`` (``{"query": sql}``) and its source offset the mode's
-offset. Records are keyed by the table's primary key: the key is a struct of the primary-key
-columns (``<table>.Key``); tables without a primary key and queries give key None. This is
-what Confluent users get by adding the ValueToKey transform, built in.
+offset. As in Confluent's connector a record's key is None (set one with the ValueToKey
+transform); ``key.mode=primary_key`` keys each record with a struct of its table's
+primary-key columns (``<table>.Key``) instead, None for tables without one and for queries.
 
 Tables are listed once when the connector starts (``table.whitelist``/``table.include.list``,
 else every table of ``table.types`` minus ``table.blacklist``/``table.exclude.list``) and
@@ -25,6 +25,7 @@ from streamkit.connect.data import SourceRecord
 from streamkit.connect.errors import ConnectError, RetriableError
 from streamkit.connect.jdbc import dialects
 from streamkit.connect.jdbc.config import JdbcSourceConfig, parse_config, to_task_config
+from streamkit.connect.jdbc.connection import connect, driver_message, is_transient
 from streamkit.connect.jdbc.offsets import Offset
 from streamkit.connect.jdbc.querier import Querier, split_table_name
 from streamkit.connect.jdbc.urls import to_sqlalchemy_url
@@ -41,11 +42,9 @@ def _engine(config: JdbcSourceConfig) -> sa.Engine:
     return dialects.create_engine(url)
 
 
-def list_tables(engine: sa.Engine, config: JdbcSourceConfig) -> list[str]:
-    """The tables this config reads, in a stable order."""
-    if config.included:
-        return list(config.included)
-    inspector = sa.inspect(engine)
+def list_tables(conn: sa.Connection, config: JdbcSourceConfig) -> list[str]:
+    """The tables of ``table.types`` that ``table.blacklist`` leaves, in a stable order."""
+    inspector = sa.inspect(conn)
     names: list[str] = []
     types = {t.upper() for t in config.table_types}
     if "TABLE" in types:
@@ -78,14 +77,19 @@ class JdbcSourceConnector(SourceConnector):
         self._tables: list[str] = []
 
     def start(self, config: JdbcSourceConfig) -> None:  # type: ignore[override]
-        self._config = parse_config(JdbcSourceConfig, config)
-        if self._config.query:
+        cfg = self._config = parse_config(JdbcSourceConfig, config)
+        if cfg.query:
             return
-        engine = _engine(self._config)
+        if cfg.included:
+            self._tables = list(cfg.included)
+            return  # the tasks connect (and fail, the database unreachable) at their start
+        engine = _engine(cfg)
         try:
-            self._tables = list_tables(engine, self._config)
+            with connect(engine, cfg.connection_attempts, cfg.connection_backoff_ms) as conn:
+                self._tables = list_tables(conn, cfg)
         except sa.exc.SQLAlchemyError as exc:
-            raise ConnectError(f"cannot list tables at {engine.url!r}: {exc}") from exc
+            where = engine.url.render_as_string(hide_password=True)
+            raise ConnectError(f"cannot list tables at {where}: {driver_message(exc)}") from exc
         finally:
             engine.dispose()
 
@@ -114,7 +118,11 @@ class JdbcSourceTask(SourceTask):
 
     def start(self, config: Mapping[str, str]) -> None:
         cfg = parse_config(JdbcSourceConfig, config)
-        self._engine = _engine(cfg)
+        engine = self._engine = _engine(cfg)
+
+        def open_connection() -> sa.Connection:
+            return connect(engine, cfg.connection_attempts, cfg.connection_backoff_ms, self._stopping)
+
         sources: list[str | None] = [None] if cfg.query else list(cfg.tables or cfg.included)
         if not sources:
             raise ConnectError("tables: a JDBC source task needs tables (or query) to read")
@@ -123,8 +131,12 @@ class JdbcSourceTask(SourceTask):
                 partition = {"table": table} if table is not None else {"query": cfg.query}
                 stored = self.context.offset(partition) if self.context is not None else None
                 offset = Offset() if cfg.mode == "bulk" else Offset.from_dict(stored)
-                querier = Querier(self._engine, cfg, table=table, offset=offset, now_ms=self._now_ms)
-                querier.prepare()  # a missing table or column fails the start
+                querier = Querier(engine, cfg, table=table, offset=offset, now_ms=self._now_ms,
+                                  connect=open_connection)
+                try:
+                    querier.prepare()  # a missing table or column fails the start
+                except sa.exc.SQLAlchemyError as exc:
+                    raise ConnectError(f"describing {querier.partition}: {driver_message(exc)}") from exc
                 self._queriers.append(querier)
         except BaseException:
             self.stop()
@@ -144,10 +156,14 @@ class JdbcSourceTask(SourceTask):
         self._queriers.append(querier)
         try:
             return querier.poll()
-        except sa.exc.OperationalError as exc:
-            # The offset did not move: the runtime's retry reads the same rows again.
+        except sa.exc.SQLAlchemyError as exc:
             querier.close()
-            raise RetriableError(f"reading {querier.partition}: {exc}") from exc
+            message = f"reading {querier.partition}: {driver_message(exc)}"
+            if is_transient(exc):
+                # A connection lost mid-query. The offset did not move: the runtime's retry
+                # reads the same rows again (connecting anew, up to connection.attempts times).
+                raise RetriableError(message) from exc
+            raise ConnectError(message) from exc  # a bad query: retrying cannot mend it
 
     def stop(self) -> None:
         self._stopping.set()

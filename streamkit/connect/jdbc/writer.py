@@ -60,7 +60,7 @@ class TableWriter:
                       nullable=c.name not in shape.key and c.schema.optional)
             for c in shape.columns]
         sa.Table(self._bare, sa.MetaData(), *columns, schema=self._schema).create(conn)
-        log.info("created table %s with columns %s", self.name, shape.names)
+        log.info("created table %s with columns %s", self.name, ", ".join(shape.names))
 
     def _evolve(self, conn: Connection, shape: RowShape, missing: Sequence[str]) -> None:
         backend = conn.dialect.name
@@ -72,7 +72,7 @@ class TableWriter:
                 continue
             type_sql = dialects.column_type(c.schema, backend, False).compile(dialect=conn.dialect)
             conn.exec_driver_sql(f"ALTER TABLE {target} ADD COLUMN {prep.quote(c.name)} {type_sql} NULL")
-        log.info("added columns %s to table %s", list(missing), self.name)
+        log.info("added columns %s to table %s", ", ".join(missing), self.name)
 
     def ensure(self, conn: Connection, shape: RowShape) -> sa.Table:
         """The table, created or evolved so it has every column of ``shape``."""

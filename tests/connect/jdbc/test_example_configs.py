@@ -1,5 +1,6 @@
 """The shipped JDBC configs (connectors/jdbc-*.json) validate and work: SQLite orders read by
-the source config and written to PostgreSQL by the sink config."""
+the source config (keyed by its ValueToKey transform, as Confluent's connector is keyed) and
+written to PostgreSQL by the sink config."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from streamkit.connect.config import validate_config
 from streamkit.connect.jdbc.config import JdbcSinkConfig, JdbcSourceConfig, parse_config
 from streamkit.connect.jdbc.sink import JdbcSinkConnector, JdbcSinkTask
 from streamkit.connect.jdbc.source import JdbcSourceConnector
+from streamkit.connect.plugins import PluginRegistry
 from tests.conftest import require_service
 from tests.connect.jdbc.databases import Database
 from tests.connect.jdbc.driver import OffsetStore, as_sink_records, poll_until, start_source
@@ -49,18 +52,25 @@ def test_sqlite_orders_to_postgres_with_the_example_configs(
                          "poll.interval.ms": "20"}
         target = pg.table_name("orders_copy")
         sink_config = {**load("jdbc-sink-postgres.json")["config"], "table.name.format": target}
+        transforms = validate_config({"name": "example", **source_config}, PluginRegistry()).transforms
         store = OffsetStore()
         source = start_source(source_config, store)
+
+        def keyed(records: list) -> list:
+            return [transforms(r) for r in records]
+
         sink = JdbcSinkTask()
         sink.start(sink_config)
         try:
             records = poll_until(source, store, lambda got: len(got) >= 2)
             assert records[0].topic == "sqlite-orders"
-            sink.put(as_sink_records(records))
+            assert records[0].key is None
+            assert keyed(records)[0].key == {"id": 1}
+            sink.put(as_sink_records(keyed(records)))
             sink.flush({})
             sqlite.execute("UPDATE orders SET qty = 5, updated_at = '2024-05-01 10:00:02.000000' "
                            "WHERE id = 1")
-            sink.put(as_sink_records(poll_until(source, store, lambda got: len(got) >= 1), 2))
+            sink.put(as_sink_records(keyed(poll_until(source, store, lambda got: len(got) >= 1)), 2))
             sink.flush({})
         finally:
             source.stop()

@@ -63,7 +63,8 @@ def test_round_trip_equals_the_source(db: Database) -> None:
     task = start_source({
         "connection.url": db.url, "mode": "timestamp+incrementing", "topic.prefix": "",
         "incrementing.column.name": "id", "timestamp.column.name": "updated",
-        "table.whitelist": source.name, "poll.interval.ms": "20", "batch.max.rows": "16"}, store)
+        "table.whitelist": source.name, "poll.interval.ms": "20", "batch.max.rows": "16",
+        "key.mode": "primary_key"}, store)
     connector = JdbcSinkConnector()
     connector.start(parse_config(JdbcSinkConfig, {
         "connection.url": db.url, "insert.mode": "upsert", "pk.mode": "record_key",

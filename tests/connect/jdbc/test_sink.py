@@ -279,6 +279,21 @@ def test_a_lost_connection_is_retried_without_losing_records(server_db: Database
     assert names(db, topic) == [(1, "a"), (2, "b"), (3, "c")]
 
 
+def test_an_unreachable_database_fails_the_put_after_connection_attempts() -> None:
+    task = JdbcSinkTask()
+    task.start({"connection.url": "jdbc:postgresql://127.0.0.1:1/test", "batch.size": "1",
+                "auto.create": "true", "pk.mode": "record_key", "connection.attempts": "2",
+                "connection.backoff.ms": "1"})
+    try:
+        with pytest.raises(ConnectError) as info:
+            task.put([record(0, 1, "a", topic="unreachable")])
+    finally:
+        task.stop()
+    assert not isinstance(info.value, RetriableError)  # the runtime fails the task: no retry forever
+    assert "after 2 attempt(s) (connection.attempts=2): connection failed" in str(info.value)
+    assert "sqlalche.me" not in str(info.value)
+
+
 def test_bad_sink_configs_are_refused() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(JdbcSinkConfig, {"connection.url": "jdbc:sqlite:x", "delete.enabled": "true"})

@@ -199,7 +199,7 @@ def test_query_mode_appends_the_mode_condition(db: Database) -> None:
     insert(db, t, (1, "a", ts(1)), (2, "skip", ts(2)), (3, "c", ts(3)))
     store = OffsetStore()
     cfg = {"connection.url": db.url, "mode": "incrementing", "incrementing.column.name": "id",
-           "topic.prefix": "q-topic", "poll.interval.ms": "20",
+           "topic.prefix": "q-topic", "poll.interval.ms": "20", "key.mode": "primary_key",
            "query": f"SELECT id, name FROM {t.name} WHERE name <> 'skip'"}
     task = start_source(cfg, store)
     try:
@@ -212,6 +212,19 @@ def test_query_mode_appends_the_mode_condition(db: Database) -> None:
     assert got[0].topic == "q-topic"
     assert got[0].source_partition == {"query": cfg["query"]}
     assert got[0].key is None
+
+
+def test_records_have_null_keys_by_default_as_in_confluents_connector(db: Database) -> None:
+    t = make_table(db, "nullkey")
+    insert(db, t, (1, "a", ts(1)), (2, "b", ts(2)))
+    store = OffsetStore()
+    task = start_source(config(db, t, "incrementing", **{"incrementing.column.name": "id"}), store)
+    try:
+        got = poll_until(task, store, lambda got: len(got) >= 2)
+    finally:
+        task.stop()
+    assert [(r.key, r.key_schema) for r in got] == [(None, None), (None, None)]
+    assert ids(got) == [1, 2]
 
 
 def test_value_schema_types_and_primary_key(db: Database) -> None:
@@ -234,12 +247,13 @@ def test_value_schema_types_and_primary_key(db: Database) -> None:
         "day": dt.date(2024, 1, 2), "at": ts(1.5), "ratio": 0.25, "blob": b"\x00\x01"}])
     store = OffsetStore()
     task = start_source({"connection.url": db.url, "mode": "bulk", "topic.prefix": "",
-                         "table.whitelist": name}, store)
+                         "table.whitelist": name, "key.mode": "primary_key"}, store)
     try:
         (record,) = poll_until(task, store, lambda got: len(got) >= 1)
     finally:
         task.stop()
     assert record.key == {"a": 1, "b": "k"}
+    assert record.key_schema.name == f"{name}.Key"
     assert [f.name for f in record.key_schema.fields] == ["a", "b"]
     assert record.value == {"a": 1, "b": "k", "big": 2**40, "price": decimal.Decimal("12.34"),
                             "flag": True, "day": 19724, "at": BASE_MS + 1500, "ratio": 0.25,
@@ -321,7 +335,7 @@ def test_several_timestamp_columns_use_the_first_that_is_set(db: Database) -> No
         task.stop()
 
 
-def test_a_table_without_primary_key_gives_records_without_key(db: Database) -> None:
+def test_primary_key_mode_gives_null_keys_for_a_table_without_one(db: Database) -> None:
     name = db.table_name("nokey")
     table = sa.Table(name, sa.MetaData(), sa.Column("seq", sa.Integer, nullable=False),
                      sa.Column("note", sa.String(20)))
@@ -330,7 +344,7 @@ def test_a_table_without_primary_key_gives_records_without_key(db: Database) -> 
     store = OffsetStore()
     task = start_source({"connection.url": db.url, "mode": "incrementing", "topic.prefix": "",
                          "incrementing.column.name": "seq", "table.whitelist": name,
-                         "poll.interval.ms": "20"}, store)
+                         "poll.interval.ms": "20", "key.mode": "primary_key"}, store)
     try:
         got = poll_until(task, store, lambda got: len(got) >= 2)
     finally:
@@ -467,15 +481,42 @@ def test_numerics_without_scale_read_as_floats_beside_exact_decimals_and_offsets
         assert type(got[0].value["amount"]) is float
 
 
-def test_a_database_down_at_start_is_left_to_the_polls_which_retry() -> None:
-    """The task describes its tables at start; a database it cannot reach yet does not fail
-    the start: the polls raise RetriableError (the runtime retries them) until it answers."""
+@pytest.mark.parametrize("url", ["jdbc:postgresql://127.0.0.1:1/test", "jdbc:mysql://127.0.0.1:1/test",
+                                 "jdbc:sqlite:/nonexistent/dir/test.db"])
+def test_an_unreachable_database_fails_the_start_after_connection_attempts(
+        url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """As Confluent's task: connection.attempts tries, connection.backoff.ms apart, then the
+    task fails with the driver's reason on one line (no SQLAlchemy footer)."""
     task = JdbcSourceTask()
     task.initialize(OffsetStore())
-    task.start({"connection.url": "jdbc:postgresql://127.0.0.1:1/test", "mode": "incrementing",
-                "incrementing.column.name": "id", "topic.prefix": "", "tables": "orders"})
+    with caplog.at_level("WARNING", logger="streamkit.connect.jdbc"), pytest.raises(ConnectError) as info:
+        task.start({"connection.url": url, "mode": "incrementing", "incrementing.column.name": "id",
+                    "topic.prefix": "", "tables": "orders", "connection.attempts": "3",
+                    "connection.backoff.ms": "10"})
+    retries = [r.getMessage() for r in caplog.records if "retrying in 10 ms" in r.getMessage()]
+    assert [m.split(" (attempt ")[1].split(")")[0] for m in retries] == ["1 of 3", "2 of 3"]
+    message = str(info.value)
+    assert message.startswith("cannot connect to ") and "after 3 attempt(s) (connection.attempts=3): " in message
+    assert "\n" not in message and "sqlalche.me" not in message and "Background on this error" not in message
+
+
+def test_a_wrong_incrementing_column_fails_the_start_naming_the_nearest_column(db: Database) -> None:
+    t = make_table(db, "wrongcol")
+    with pytest.raises(ConnectError) as info:
+        start_source(config(db, t, "incrementing", **{"incrementing.column.name": "idd"}), OffsetStore())
+    assert str(info.value) == f"table {t.name!r} has no column 'idd' (did you mean 'id'?)"
+
+
+def test_a_bad_query_fails_the_poll_with_the_drivers_reason_on_one_line(db: Database) -> None:
+    store = OffsetStore()
+    task = start_source({"connection.url": db.url, "mode": "bulk", "topic.prefix": "q",
+                         "query": "SELECT id FROM no_such_table_anywhere"}, store)
     try:
-        with pytest.raises(RetriableError, match="orders"):
+        with pytest.raises(ConnectError) as info:
             task.poll()
     finally:
         task.stop()
+    assert not isinstance(info.value, RetriableError)
+    message = str(info.value)
+    assert "no_such_table_anywhere" in message
+    assert "\n" not in message and "sqlalche.me" not in message and "[SQL:" not in message
