@@ -23,6 +23,7 @@ puts processes on separate network namespaces to partition them, and
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import signal
 import subprocess
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -151,14 +153,18 @@ class ChildProcess:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def stop(self, timeout_s: float = 30) -> int:
-        """SIGTERM (and SIGCONT, so a paused process handles it), wait: the exit code
-        (0 for a broker's clean shutdown, 143 for ZooKeeper's JVM)."""
-        if self.process is None:
-            return 0
-        if self.process.poll() is None:
+    def terminate(self) -> None:
+        """SIGTERM (and SIGCONT, so a paused process handles it) without waiting."""
+        if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             self.process.send_signal(signal.SIGCONT)
+
+    def stop(self, timeout_s: float = 30) -> int:
+        """``terminate`` and wait: the exit code (0 for a broker's clean shutdown, 143 for
+        ZooKeeper's JVM)."""
+        if self.process is None:
+            return 0
+        self.terminate()
         return self.process.wait(timeout_s)
 
     def kill(self) -> None:
@@ -169,18 +175,27 @@ class ChildProcess:
 
     def pause(self) -> None:
         """SIGSTOP: the process freezes (a long GC pause, a hung host); its sockets stay
-        open, so peers see it slow, not gone, until their timeouts."""
-        self._signal(signal.SIGSTOP)
+        open, so peers see it slow, not gone, until their timeouts. Returns once stopped."""
+        self._signal(signal.SIGSTOP, stopped=True)
 
     def resume(self) -> None:
-        """SIGCONT after ``pause``."""
-        self._signal(signal.SIGCONT)
+        """SIGCONT after ``pause``; returns once running again."""
+        self._signal(signal.SIGCONT, stopped=False)
 
-    def _signal(self, sig: signal.Signals) -> None:
+    def _signal(self, sig: signal.Signals, stopped: bool) -> None:
+        """Send ``sig`` and wait until the kernel shows the process stopped (or not):
+        signals are delivered asynchronously."""
         if not self.alive:
             raise RuntimeError(f"cannot send {sig.name}: the process is not running")
         assert self.process is not None
         self.process.send_signal(sig)
+        stat = Path(f"/proc/{self.process.pid}/stat")
+        deadline = time.monotonic() + 10
+        # "pid (comm) STATE ...": comm may hold spaces, the state follows the last ")".
+        while (stat.read_text().rsplit(")", 1)[1].split()[0] == "T") != stopped:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"process {self.process.pid} did not take {sig.name} within 10s")
+            time.sleep(0.005)
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of its log (stdout and stderr)."""
@@ -272,11 +287,25 @@ def log_tail(path: Path, lines: int = 40) -> str:
         return f"(no log at {path})"
 
 
+# Every child a helper started, SIGKILLed if still running when this interpreter exits (a
+# test run stopped midway must not leave brokers or a paused ZooKeeper behind).
+_children: weakref.WeakSet[subprocess.Popen[bytes]] = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_children() -> None:
+    for child in list(_children):
+        if child.poll() is None:
+            child.kill()
+
+
 def _spawn(args: Sequence[str], log_file: Path, cwd: Path | None = None) -> subprocess.Popen[bytes]:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(list(args), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=cwd)
+        child = subprocess.Popen(list(args), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 cwd=cwd)
+    _children.add(child)
+    return child
 
 
 ZOOKEEPER_CLASSPATH: tuple[str, ...] = tuple(
