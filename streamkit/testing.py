@@ -162,10 +162,12 @@ class ChildProcess:
     def stop(self, timeout_s: float = 30) -> int:
         """``terminate`` and wait: the exit code (0 for a broker's clean shutdown, 143 for
         ZooKeeper's JVM)."""
-        if self.process is None:
-            return 0
         self.terminate()
-        return self.process.wait(timeout_s)
+        return self.wait(timeout_s)
+
+    def wait(self, timeout_s: float = 30) -> int:
+        """Wait for the process to exit: its exit code (0 if never started)."""
+        return self.process.wait(timeout_s) if self.process is not None else 0
 
     def kill(self) -> None:
         """SIGKILL (paused or not): no flush, no clean shutdown."""

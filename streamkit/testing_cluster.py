@@ -169,7 +169,8 @@ class BrokerCluster:
         running = [i for i, broker in enumerate(self.brokers) if broker.alive]
         for i in running:
             self.brokers[i].terminate()
-        return {i: self.brokers[i].stop(timeout_s) for i in running}
+        # Not stop(): a second SIGTERM could land after the broker's handler is gone.
+        return {i: self.brokers[i].wait(timeout_s) for i in running}
 
     def kill_all(self) -> None:
         for broker in self.brokers:

@@ -118,6 +118,12 @@ def test_one_broker_through_every_operation(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
+def test_stop_all_stops_every_broker_cleanly(tmp_path: Path) -> None:
+    with BrokerCluster(None, 3, tmp_path) as cluster:
+        assert cluster.stop_all() == {0: 0, 1: 0, 2: 0}, [cluster.log_tail(i) for i in range(3)]
+
+
+@pytest.mark.integration
 def test_every_broker_is_killed_at_exit_even_when_the_test_fails(tmp_path: Path) -> None:
     cluster = BrokerCluster(None, 2, tmp_path)
     with pytest.raises(RuntimeError, match="the test failed"), cluster:

@@ -130,3 +130,20 @@ def test_start_time(tmp_path: Path, need_zookeeper: None) -> None:
         took = time.monotonic() - began
         assert zk.alive
     print(f"ZooKeeper served after {took:.2f}s")
+
+
+def test_zookeeper_on_its_own_host_is_cut_off_and_back(tmp_path: Path, need_zookeeper: None,
+                                                       need_netns: None) -> None:
+    from streamkit.testing_netns import Network
+
+    with Network(["zk"]) as net:
+        host = net["zk"]
+        with ZooKeeperServer(tmp_path / "zk", host=host.address, command_prefix=host.prefix) as zk:
+            assert zk.address.startswith(host.address + ":")
+            assert zk.four_letter("ruok") == "imok"
+            host.cut()
+            with pytest.raises(TimeoutError):
+                zk.four_letter("ruok", timeout_s=1)
+            assert zk.alive
+            host.restore()
+            assert zk.four_letter("ruok", timeout_s=30) == "imok"
