@@ -184,6 +184,17 @@ class ChildProcess:
         """SIGCONT after ``pause``; returns once running again."""
         self._signal(signal.SIGCONT, stopped=False)
 
+    @property
+    def paused(self) -> bool:
+        """Whether the process is stopped (by ``pause``), as the kernel shows it."""
+        if not self.alive:
+            return False
+        assert self.process is not None
+        # /proc/PID/stat is "pid (comm) STATE ...": comm may hold spaces, the state follows
+        # the last ")".
+        stat = Path(f"/proc/{self.process.pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] == "T"
+
     def _signal(self, sig: signal.Signals, stopped: bool) -> None:
         """Send ``sig`` and wait until the kernel shows the process stopped (or not):
         signals are delivered asynchronously."""
@@ -191,10 +202,8 @@ class ChildProcess:
             raise RuntimeError(f"cannot send {sig.name}: the process is not running")
         assert self.process is not None
         self.process.send_signal(sig)
-        stat = Path(f"/proc/{self.process.pid}/stat")
         deadline = time.monotonic() + 10
-        # "pid (comm) STATE ...": comm may hold spaces, the state follows the last ")".
-        while (stat.read_text().rsplit(")", 1)[1].split()[0] == "T") != stopped:
+        while self.paused != stopped:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"process {self.process.pid} did not take {sig.name} within 10s")
             time.sleep(0.005)

@@ -15,6 +15,7 @@
         cluster.stop(0)               # SIGTERM and wait: a controlled shutdown
         cluster.restart(0)            # stop, then start
         print(cluster.log_tail(1))    # the last lines of broker 1's log
+        cluster.heal()                # resume the paused, start the dead: all n run
 
 Broker ``i`` (0 to n-1) runs with ``--set broker.id=i``, ``--set
 zookeeper.connect=ZK/chroot`` and ``--set listeners=PLAINTEXT://HOST:0`` (``command(i)``
@@ -171,6 +172,14 @@ class BrokerCluster:
             self.brokers[i].terminate()
         # Not stop(): a second SIGTERM could land after the broker's handler is gone.
         return {i: self.brokers[i].wait(timeout_s) for i in running}
+
+    def heal(self, timeout_s: float = 60) -> BrokerCluster:
+        """Resume every paused broker and start every one that is down: all n run again
+        (between tests on one cluster)."""
+        for broker in self.brokers:
+            if broker.paused:
+                broker.resume()
+        return self.start_all(timeout_s)
 
     def kill_all(self) -> None:
         for broker in self.brokers:

@@ -4,6 +4,7 @@ ZooKeeper here: the cluster behaviour itself is for the replication tests)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,42 +80,76 @@ def _values(bootstrap: str, topic: str) -> list[bytes]:
     return values
 
 
-@pytest.mark.integration
-def test_one_broker_through_every_operation(tmp_path: Path) -> None:
-    with BrokerCluster(None, 1, tmp_path) as cluster:
-        broker = cluster[0]
-        assert broker.process is not None and broker.port != 0
-        assert cluster.bootstrap == f"127.0.0.1:{broker.port}"
-        # The process runs the command line the cluster built (only the ready file differs).
-        running = Path(f"/proc/{broker.process.pid}/cmdline").read_text().split("\0")[:-1]
-        ready = running.index("--ready-file") + 1
-        assert running[:ready] + running[ready + 1:] == [
-            arg for i, arg in enumerate(cluster.command(0)) if i != ready]
-        assert _sets(running)["broker.id"] == "0"
-
+@pytest.fixture(scope="module")
+def _one_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
+    with BrokerCluster(None, 1, tmp_path_factory.mktemp("one")) as cluster:
         _produce(cluster.bootstrap, "t", b"one")
-        assert cluster.partition_leader("t") == 0
+        yield cluster
 
-        cluster.pause(0)
-        assert _proc_state(broker.process.pid) == "T"
-        with pytest.raises(KafkaException):
-            cluster.partition_leader("t", timeout_s=1)
-        cluster.resume(0)
-        assert cluster.partition_leader("t") == 0
 
-        port = broker.port
-        cluster.kill(0)
-        assert not cluster.alive(0) and broker.process.returncode == -9
-        cluster.start(0)
-        assert broker.port == port  # the bootstrap list stays valid
-        assert _values(cluster.bootstrap, "t") == [b"one"]
+@pytest.fixture
+def one_broker(_one_broker: BrokerCluster) -> BrokerCluster:
+    """A cluster of one broker (no ZooKeeper) holding topic t, running at each test's start."""
+    return _one_broker.heal()
 
-        cluster.restart(0)
-        assert broker.port == port
-        _produce(cluster.bootstrap, "t", b"two")
-        assert _values(cluster.bootstrap, "t") == [b"one", b"two"]
-        assert cluster.stop_all() == {0: 0}
-        assert "shutting down" in cluster.log_tail(0)
+
+@pytest.mark.integration
+def test_the_broker_runs_the_command_line_the_cluster_built(one_broker: BrokerCluster) -> None:
+    broker = one_broker[0]
+    assert broker.process is not None and broker.port != 0
+    assert one_broker.bootstrap == f"127.0.0.1:{broker.port}"
+    running = Path(f"/proc/{broker.process.pid}/cmdline").read_text().split("\0")[:-1]
+    ready = running.index("--ready-file") + 1  # the only difference: a fresh ready file
+    assert running[:ready] + running[ready + 1:] == [arg for i, arg in enumerate(one_broker.command(0))
+                                                     if i != ready]
+    assert _sets(running)["broker.id"] == "0"
+    assert one_broker.partition_leader("t") == 0
+
+
+@pytest.mark.integration
+def test_pause_freezes_a_broker_until_resume_or_heal(one_broker: BrokerCluster) -> None:
+    broker = one_broker[0]
+    assert broker.process is not None
+    one_broker.pause(0)
+    assert _proc_state(broker.process.pid) == "T" and broker.paused
+    with pytest.raises(KafkaException):
+        one_broker.partition_leader("t", timeout_s=1)
+    one_broker.resume(0)
+    assert _proc_state(broker.process.pid) != "T" and not broker.paused
+    assert one_broker.partition_leader("t") == 0
+    one_broker.pause(0)
+    one_broker.heal()
+    assert not broker.paused and one_broker.partition_leader("t") == 0
+
+
+@pytest.mark.integration
+def test_a_killed_broker_starts_again_on_its_port_and_data(one_broker: BrokerCluster) -> None:
+    broker, port = one_broker[0], one_broker[0].port
+    one_broker.kill(0)
+    assert not one_broker.alive(0) and broker.process is not None and broker.process.returncode == -9
+    one_broker.start(0)
+    assert broker.port == port  # the bootstrap list stays valid
+    assert _values(one_broker.bootstrap, "t")[0] == b"one"
+
+
+@pytest.mark.integration
+def test_heal_starts_a_killed_broker(one_broker: BrokerCluster) -> None:
+    one_broker.kill(0)
+    one_broker.heal()
+    assert one_broker.alive(0) and one_broker.partition_leader("t") == 0
+
+
+@pytest.mark.integration
+def test_restart_is_a_clean_stop_then_a_start(one_broker: BrokerCluster) -> None:
+    broker, port = one_broker[0], one_broker[0].port
+    first = broker.process
+    one_broker.restart(0)
+    assert first is not None and first.returncode == 0
+    assert broker.port == port and broker.process is not first
+    assert "shutting down" in one_broker.log_tail(0, 1000)
+    _produce(one_broker.bootstrap, "t", b"after restart")
+    assert _values(one_broker.bootstrap, "t")[-1] == b"after restart"
+    assert one_broker.stop(0) == 0
 
 
 @pytest.mark.integration
