@@ -39,7 +39,6 @@ class _Followed:
     replica: Replica
     leader_epoch: int
     truncated: bool = False  # the divergent tail is gone: fetching may start
-    position: int = -1  # next offset to fetch when it is past the log end (a gap)
 
 
 class _LeaderFetcher:
@@ -112,7 +111,7 @@ class _LeaderFetcher:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for f in pending:
             plog = f.replica.plog
-            latest = plog.leader_epochs.latest_epoch
+            latest = plog.latest_epoch
             by_topic.setdefault(f.replica.topic, []).append(
                 {"partition": f.replica.partition, "current_leader_epoch": f.leader_epoch, "leader_epoch": latest})
         response = await client.request(23, _EPOCH_VERSION, {
@@ -159,7 +158,7 @@ class _LeaderFetcher:
             plog = f.replica.plog
             by_topic.setdefault(f.replica.topic, []).append({
                 "partition": f.replica.partition, "current_leader_epoch": f.leader_epoch,
-                "fetch_offset": max(plog.log_end_offset, f.position), "last_fetched_epoch": -1,
+                "fetch_offset": plog.log_end_offset, "last_fetched_epoch": -1,
                 "log_start_offset": plog.log_start_offset,
                 "partition_max_bytes": settings.replica_fetch_max_bytes})
         response = await client.request(1, _FETCH_VERSION, {
@@ -185,9 +184,9 @@ class _LeaderFetcher:
         if code == ErrorCode.offset_out_of_range:
             leader_start = int(p.log_start_offset)
             if plog.log_end_offset < leader_start:
-                log.info("%s-%d: the leader's log starts at %d, past ours: fetching from there",
+                log.info("%s-%d: the leader's log starts at %d, past ours: starting over from there",
                          replica.topic, replica.partition, leader_start)
-                followed.position = leader_start
+                plog.truncate_fully_and_start_at(leader_start)
             else:
                 followed.truncated = False  # ahead of the leader: truncate again
             return True
@@ -205,15 +204,15 @@ class _LeaderFetcher:
                           replica.partition, self.leader, exc)
                 followed.truncated = False
                 return False
-            followed.position = -1
             self.manager.appended(replica)
-        leader_start = int(p.log_start_offset)
-        if leader_start > plog.log_start_offset and leader_start <= plog.log_end_offset:
-            plog.delete_records_before(leader_start)
         hw = min(int(p.high_watermark), plog.log_end_offset)
         if hw >= 0 and hw != plog.high_watermark:
             plog.set_high_watermark(hw)
             self.manager.notify(replica.tp)
+        # The leader's retention and DeleteRecords, followed (never past what is replicated).
+        leader_start = min(int(p.log_start_offset), plog.high_watermark)
+        if leader_start > plog.log_start_offset:
+            plog.delete_records_before(leader_start)
         return bool(records)
 
 

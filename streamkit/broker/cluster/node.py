@@ -302,7 +302,6 @@ class ClusterNode:
             if (topic, p) in self.replicas.replicas:
                 continue
             plog = self.topics.host(topic, assignment.topic_id, len(assignment.partitions), configs, p)
-            plog.replicated = True
             replica = Replica(topic, p, plog, assignment.partitions[p], min_isr=self.min_isr(topic))
             self.replicas.add(replica)
             state = self.metadata.states.get((topic, p))

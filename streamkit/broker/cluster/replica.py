@@ -181,7 +181,7 @@ class ReplicaManager:
         now = self.clock()
         replica.followers = {r: FollowerProgress(last_caught_up_ms=now, last_fetch_ms=now)
                              for r in replica.replicas if r != self.broker_id}
-        plog.leader_epochs.assign(state.leader_epoch, plog.log_end_offset)
+        plog.start_leader_epoch(state.leader_epoch)
         log.info("leading %s-%d at leader epoch %d (ISR %s, log end offset %d, high watermark %d)",
                  replica.topic, replica.partition, state.leader_epoch, list(state.isr), plog.log_end_offset,
                  plog.high_watermark)
@@ -287,9 +287,13 @@ class ReplicaManager:
         self._update_hw(replica)
 
     def _can_join_isr(self, replica: Replica, fetch_offset: int) -> bool:
+        """Kafka's rule: caught up to the high watermark, and into this leader's term (a
+        follower that has not reached the term's first offset may still hold a divergent
+        tail of an older one)."""
         plog = replica.plog
-        epoch_start = plog.leader_epochs.start_offset_of(replica.leader_epoch)
-        return fetch_offset >= plog.high_watermark and fetch_offset >= max(epoch_start, 0)
+        epoch_start = next((e.start_offset for e in plog.leader_epoch_cache.entries
+                            if e.epoch == replica.leader_epoch), 0)
+        return fetch_offset >= plog.high_watermark and fetch_offset >= epoch_start
 
     def _update_hw(self, replica: Replica) -> None:
         if replica.role is not Role.LEADER:
