@@ -423,7 +423,8 @@ class BrokerConfig:
     def _check_inter_broker(self, settings: Mapping[str, Any], available: list[str]) -> None:
         """Kafka's rules for the inter-broker listener, checked in a cluster or when set (a
         single broker needs none: ``listeners=CLIENT://...`` alone is fine there)."""
-        given = [n for n in ("inter.broker.listener.name", "security.inter.broker.protocol") if n in settings]
+        given = [n for n in ("inter.broker.listener.name", "security.inter.broker.protocol")
+                 if str(settings.get(n, "")).strip()]
         if len(given) == 2:
             raise ConfigError("only one of inter.broker.listener.name and security.inter.broker.protocol "
                               "should be set")
@@ -434,10 +435,9 @@ class BrokerConfig:
                               f"an advertised listener (listeners here: {', '.join(available)})")
 
     def to_kafka(self) -> dict[str, str]:
-        """Every broker setting by Kafka name (topic defaults under their log.* synonyms); the
-        ones unset with no default (Kafka's null) are left out."""
-        out = {d.name: render_value(d, value) for d in BROKER_CONFIGS
-               if (value := getattr(self, d.attr)) is not None}
+        """Every broker setting by Kafka name (topic defaults under their log.* synonyms); one
+        unset with no default (Kafka's null) is empty."""
+        out = {d.name: render_value(d, getattr(self, d.attr)) for d in BROKER_CONFIGS}
         topic = self.topic_defaults.to_kafka()
         for synonym, topic_name in BROKER_SYNONYMS.items():
             out[synonym] = topic[topic_name]

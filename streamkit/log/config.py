@@ -216,7 +216,10 @@ BROKER_UNIT_SYNONYMS: dict[str, tuple[str, int]] = {
 
 
 def parse_value(d: ConfigDef, raw: Any) -> Any:
-    """Parse and check one raw setting against its definition; ConfigError if invalid."""
+    """Parse and check one raw setting against its definition; ConfigError if invalid. A
+    setting whose default is Kafka's null takes an empty value as unset (None)."""
+    if d.default is None and str(raw).strip() == "":
+        return None
     try:
         if d.kind in ("int", "long"):
             value: Any = int(raw)
@@ -248,6 +251,8 @@ def parse_value(d: ConfigDef, raw: Any) -> Any:
 
 
 def render_value(d: ConfigDef, value: Any) -> str:
+    if value is None:  # Kafka's null: unset, no default
+        return ""
     if d.kind == "list":
         return ",".join(value)
     if d.kind == "boolean":

@@ -330,7 +330,10 @@ def test_cluster_settings_are_typed_and_checked() -> None:
     assert (config.replica_fetch_wait_max_ms, config.leader_replication_throttled_rate) == (100, 1048576)
     assert not config.auto_leader_rebalance_enable
     assert config.to_kafka()["zookeeper.connect"] == "zk1:2181,zk2:2182/streamkit/prod"
-    assert "zookeeper.connection.timeout.ms" not in config.to_kafka()  # Kafka's null
+    rendered = config.to_kafka()
+    assert rendered["zookeeper.connection.timeout.ms"] == ""  # Kafka's null: unset
+    assert BrokerConfig.from_kafka({"zookeeper.connection.timeout.ms": ""}).zookeeper_connection_timeout_ms is None
+    assert BrokerConfig.from_kafka({"zookeeper.connection.timeout.ms": "5000"}).zookeeper_connection_timeout == 5000
     assert BrokerConfig.from_kafka({"zookeeper.connect": "[::1]:2181/"}).zookeeper_servers == (("::1", 2181),)
     assert {"zookeeper.connect", "replica.lag.time.max.ms", "min.insync.replicas"} <= CLUSTER_ONLY
 

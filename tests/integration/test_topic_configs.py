@@ -192,6 +192,20 @@ def test_broker_describe_is_read_only_with_sources(broker: BrokerProcess) -> Non
     assert all(e.is_read_only for e in described.values())
 
 
+def test_broker_describe_reports_the_cluster_settings(broker_factory: Any) -> None:
+    """The cluster settings are broker configs like the others, the ones with no default
+    (Kafka's null) included: set, they are STATIC_BROKER_CONFIG; unset, empty."""
+    broker = broker_factory(settings={"offsets.topic.min.isr": "1", "replica.lag.time.max.ms": "10000"})
+    described = _describe(admin(broker.bootstrap), ConfigResource(ConfigResource.Type.BROKER, "0"))
+    static = ConfigSource.STATIC_BROKER_CONFIG.value
+    assert (described["offsets.topic.min.isr"].value, described["offsets.topic.min.isr"].source) == ("1", static)
+    assert (described["replica.lag.time.max.ms"].value, described["replica.lag.time.max.ms"].source) == (
+        "10000", static)
+    unset = described["zookeeper.connection.timeout.ms"]
+    assert (unset.value, unset.source) == ("", ConfigSource.DEFAULT_CONFIG.value)
+    assert described["offsets.topic.replication.factor"].value == "3"
+
+
 # -- compression.type -----------------------------------------------------------------------
 
 
