@@ -48,6 +48,7 @@ class ClusterSettings:
                 values[name] = value
         rack = values.get("broker_rack")
         values["broker_rack"] = rack or None
+        values["zookeeper_connection_timeout_ms"] = int(config.zookeeper_connection_timeout)
         return cls(**values)
 
     @property
