@@ -136,6 +136,10 @@ class Controller:
         self._restarted: set[int] = set()  # brokers whose leaderships await confirmation
         self._shutting_down: set[int] = set()
         self._preferred: set[TP] = set()
+        # What this controller wrote, until the metadata (ZooKeeper's watches) catches up:
+        # the shared metadata is the sync's to update, so that every broker, this one
+        # included, learns of a change the same way.
+        self._written: dict[TP, PartitionState] = {}
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._rebalance: asyncio.Task[None] | None = None
@@ -202,7 +206,7 @@ class Controller:
             unclean = _flag(md.configs.get(topic, {}), "unclean.leader.election.enable",
                             self.settings.unclean_leader_election_enable)
             for partition, replicas in sorted(assignment.partitions.items()):
-                state = md.states.get((topic, partition))
+                state = self._state(topic, partition)
                 if state is None:
                     state = await self.zk.partition_state(topic, partition)
                 preferred = (topic, partition) in self._preferred
@@ -234,12 +238,23 @@ class Controller:
         except StaleState:
             fresh = await self.zk.partition_state(decision.topic, decision.partition)
             if fresh is not None:
-                self.metadata.states[(decision.topic, decision.partition)] = fresh
+                self._written[(decision.topic, decision.partition)] = fresh
             return False
-        self.metadata.states[(decision.topic, decision.partition)] = written
+        self._written[(decision.topic, decision.partition)] = written
         log.info("%s-%d: %s (leader %d, leader epoch %d, ISR %s)", decision.topic, decision.partition,
                  decision.why, written.leader, written.leader_epoch, list(written.isr))
         return True
+
+    def _state(self, topic: str, partition: int) -> PartitionState | None:
+        """The newest state known: the metadata's, or the one this controller wrote last."""
+        tp = (topic, partition)
+        known, written = self.metadata.states.get(tp), self._written.get(tp)
+        if written is None:
+            return known
+        if known is not None and known.version >= written.version:
+            del self._written[tp]
+            return known
+        return written
 
     # -- admin requests ----------------------------------------------------------------------
 
@@ -248,7 +263,6 @@ class Controller:
         for topic in await zk.children(DELETE_TOPICS, self.poke):
             await zk.delete_topic_nodes(topic)
             await zk.delete(f"{DELETE_TOPICS}/{topic}")
-            self.metadata.topics.pop(topic, None)
             log.info("deleted topic %s", topic)
         self._shutting_down = {int(b) for b in await zk.children(CONTROLLED_SHUTDOWN, self.poke) if b.isdigit()}
         got = await zk.get(PREFERRED_ELECTION, self.poke)
@@ -312,7 +326,6 @@ class Controller:
                                       {p: r for p, r in adding.items() if r}, {p: r for p, r in removing.items() if r})
             try:
                 await self.zk.set_assignment(topic, updated, version)
-                self.metadata.topics[topic] = updated
             except StaleState:
                 self._dirty.set()
 
@@ -323,7 +336,7 @@ class Controller:
         adding, removing = dict(assignment.adding), dict(assignment.removing)
         finished = False
         for p in sorted(set(adding) | set(removing)):
-            state = md.states.get((topic, p))
+            state = self._state(topic, p)
             if state is None:
                 continue
             target = tuple(r for r in partitions[p] if r not in removing.get(p, ()))
@@ -351,7 +364,6 @@ class Controller:
         updated = TopicAssignment(assignment.topic_id, partitions, adding, removing)
         try:
             await self.zk.set_assignment(topic, updated, current[1])
-            md.topics[topic] = updated
         except StaleState:
             return False
         return True

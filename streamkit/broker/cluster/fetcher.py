@@ -228,9 +228,21 @@ class FetcherManager:
         self.notify = notify
         self._fetchers: dict[int, _LeaderFetcher] = {}
         self._where: dict[TP, int] = {}
+        self.halted = False
+
+    def halt(self) -> None:
+        """Stop following anything (a controlled shutdown: a broker about to stop must leave
+        the ISRs it is in, and a leader adds back a follower that keeps fetching)."""
+        self.halted = True
+        for fetcher in self._fetchers.values():
+            fetcher.partitions.clear()
+            fetcher.changed.set()
+        self._where.clear()
 
     def follow(self, replica: Replica, leader: int) -> None:
         self.unfollow(replica)
+        if self.halted:
+            return
         fetcher = self._fetchers.get(leader)
         if fetcher is None:
             fetcher = self._fetchers[leader] = _LeaderFetcher(self, leader)

@@ -136,6 +136,7 @@ class ClusterNode:
         if not any(b != self.broker_id for b in self.metadata.brokers):
             return  # alone: nobody to move anything to
         path = f"{CONTROLLED_SHUTDOWN}/{self.broker_id}"
+        self.fetchers.halt()
         await self.zk.create(path, b"", ephemeral=True)
         settings = self.settings
         deadline = time.monotonic() + max(settings.controlled_shutdown_max_retries, 1) * \
@@ -282,7 +283,8 @@ class ClusterNode:
         except ValueError:
             return self.settings.min_insync_replicas
 
-    def _host_topic(self, topic: str, assignment: TopicAssignment | None) -> None:
+    def _host_topic(self, topic: str, assignment: TopicAssignment | None,
+                    configs: dict[str, str] | None = None) -> None:
         """Open the local replicas ``assignment`` gives this broker; drop the ones it took
         away (or all of them: the topic was deleted)."""
         mine = set() if assignment is None else {p for p, r in assignment.partitions.items() if self.broker_id in r}
@@ -297,7 +299,8 @@ class ClusterNode:
                         "local partitions", topic)
             for p in range(info.partitions):
                 self._unhost(topic, p)
-        configs = self.metadata.configs.get(topic, {})
+        if configs is None:
+            configs = self.metadata.configs.get(topic, {})
         for p in sorted(mine):
             if (topic, p) in self.replicas.replicas:
                 continue
@@ -349,9 +352,7 @@ class ClusterNode:
             await self.zk.create_topic(name, created, configs)
         except TopicExists:
             raise BrokerError(ErrorCode.topic_already_exists, f"topic {name!r} already exists") from None
-        self.metadata.topics.setdefault(name, created)
-        self.metadata.configs.setdefault(name, dict(configs))
-        self._host_topic(name, created)
+        self._host_topic(name, created, configs)  # the metadata learns of it from ZooKeeper
         log.info("created topic %s: %d partition(s), replicas %s", name, len(assignment),
                  {p: list(r) for p, r in sorted(assignment.items())})
         return created
@@ -418,7 +419,6 @@ class ClusterNode:
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         await self.zk.set_topic_configs(name, configs)
-        self.metadata.configs[name] = dict(configs)
 
     async def ensure_internal_topic(self, name: str, partitions: int, replication_factor: int,
                                     configs: dict[str, str]) -> bool:
