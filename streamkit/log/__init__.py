@@ -15,9 +15,11 @@ from streamkit.log.errors import (
     InvalidBatchError,
     LogError,
     OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
     UnsupportedCompressionError,
 )
-from streamkit.log.partition import AppendResult, PartitionLog, wall_clock_ms
+from streamkit.log.leader_epochs import EpochEntry, LeaderEpochCache
+from streamkit.log.partition import AppendResult, PartitionLog, ReplicaAppendResult, wall_clock_ms
 from streamkit.log.records import (
     ControlType,
     Record,
@@ -35,14 +37,18 @@ __all__ = [
     "ConfigError",
     "ControlType",
     "CorruptBatchError",
+    "EpochEntry",
     "InvalidBatchError",
+    "LeaderEpochCache",
     "LogCleaner",
     "LogConfig",
     "LogError",
     "OffsetOutOfRangeError",
     "PartitionLog",
     "Record",
+    "ReplicaAppendResult",
     "TimestampType",
+    "UnexpectedAppendOffsetError",
     "UnsupportedCompressionError",
     "build_batch",
     "build_control_batch",

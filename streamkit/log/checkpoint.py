@@ -1,6 +1,6 @@
 """The partition checkpoint file and the clean-shutdown marker.
 
-``checkpoint`` holds three offsets and a time, one ``name value`` line each, written
+``checkpoint`` holds four offsets and a time, one ``name value`` line each, written
 atomically (temp file, fsync, rename, fsync of the directory):
 
     recovery-point   every batch below it was fsynced; recovery verifies only past it
@@ -8,6 +8,9 @@ atomically (temp file, fsync, rename, fsync of the directory):
     cleaner-offset    compaction has cleaned everything below it (the dirty section starts here)
     delete-horizon    the earliest time (ms) at which compaction may drop a tombstone it kept,
                       -1 for none: the cleaner runs then even if nothing is dirty (optional)
+    high-watermark    the high watermark when the file was written (optional, -1: unknown):
+                      a replicated partition opens with it, capped at the log end offset
+                      (Kafka keeps it in the log dir's replication-offset-checkpoint)
 
 ``.clean-shutdown`` exists only between a clean close and the next open.
 """
@@ -49,6 +52,7 @@ class Checkpoint:
     log_start_offset: int = 0
     cleaner_offset: int = 0
     delete_horizon: int = -1
+    high_watermark: int = -1
 
     @classmethod
     def read(cls, directory: Path) -> Checkpoint | None:
@@ -72,6 +76,7 @@ class Checkpoint:
                 log_start_offset=values["log-start-offset"],
                 cleaner_offset=values.get("cleaner-offset", 0),
                 delete_horizon=values.get("delete-horizon", -1),
+                high_watermark=values.get("high-watermark", -1),
             )
         except KeyError:
             return None
@@ -80,6 +85,6 @@ class Checkpoint:
         text = (
             f"{_VERSION}\nrecovery-point {self.recovery_point}\n"
             f"log-start-offset {self.log_start_offset}\ncleaner-offset {self.cleaner_offset}\n"
-            f"delete-horizon {self.delete_horizon}\n"
+            f"delete-horizon {self.delete_horizon}\nhigh-watermark {self.high_watermark}\n"
         )
         write_atomically(directory / CHECKPOINT, text.encode())

@@ -14,6 +14,7 @@ __all__ = [
     "InvalidTimestampError",
     "LogError",
     "OffsetOutOfRangeError",
+    "UnexpectedAppendOffsetError",
     "UnsupportedCompressionError",
 ]
 
@@ -53,6 +54,19 @@ class OffsetOutOfRangeError(LogError):
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
+
+
+class UnexpectedAppendOffsetError(LogError):
+    """A replicated batch whose offsets do not follow the log end offset, or the previous
+    batch of the same append (Kafka: UnexpectedAppendOffsetException): the follower's fetch
+    position and its log disagree."""
+
+    def __init__(self, base_offset: int, expected_at_least: int) -> None:
+        super().__init__(
+            f"replicated batch at offset {base_offset} is below the next offset {expected_at_least}"
+        )
+        self.base_offset = base_offset
+        self.expected_at_least = expected_at_least
 
 
 class ConfigError(LogError):

@@ -4,7 +4,8 @@ Partition directories are named ``{topic}-{partition}`` as in Kafka. The manager
 all at start, creates and deletes them, and runs the periodic work: retention
 (``log.retention.check.interval.ms``), time-based flushes (``flush.ms``) and the compaction
 cleaner thread. It knows nothing about topics beyond their names: partition counts and
-per-topic configs are the broker's metadata.
+per-topic configs are the broker's metadata. ``replicated`` (the cluster broker) opens every
+partition in replicated mode (see ``PartitionLog``).
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ class LogManager:
         clock: Callable[[], int] = wall_clock_ms,
         checkpoint_interval_ms: int = 60_000,
         cleaner_backoff_ms: int = 15_000,
+        replicated: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.replicated = replicated
         self.clock = clock
         self.checkpoint_interval_ms = checkpoint_interval_ms
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -60,7 +63,7 @@ class LogManager:
                 continue
             tp = (match["topic"], int(match["partition"]))
             self._logs[tp] = PartitionLog.open(
-                path, config_for(tp[0]), self.clock, self.checkpoint_interval_ms
+                path, config_for(tp[0]), self.clock, self.checkpoint_interval_ms, self.replicated
             )
             opened.append(tp)
         return opened
@@ -84,7 +87,8 @@ class LogManager:
             if existing is not None:
                 return existing
             path = self.data_dir / partition_dir_name(topic, partition)
-            plog = PartitionLog.open(path, config, self.clock, self.checkpoint_interval_ms)
+            plog = PartitionLog.open(path, config, self.clock, self.checkpoint_interval_ms,
+                                     self.replicated)
             self._logs[tp] = plog
             return plog
 
@@ -123,6 +127,14 @@ class LogManager:
             except ValueError:
                 continue
         return flushed
+
+    def checkpoint_high_watermarks(self) -> int:
+        """Save each partition's high watermark that moved (replicated partitions; the
+        broker's timer: replica.high.watermark.checkpoint.interval.ms)."""
+        saved = 0
+        for _tp, plog in self.items():
+            saved += plog.checkpoint_high_watermark()
+        return saved
 
     def start_cleaner(self) -> None:
         self._cleaner.start()

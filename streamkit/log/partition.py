@@ -1,8 +1,17 @@
 """PartitionLog: one partition as a directory of segments.
 
-Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset``. The high
-watermark equals the log end offset for as long as a partition has one replica; it is kept as
-its own value so replication can hold it back without touching the read path.
+Offsets: ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset``. On a single
+broker the high watermark follows the log end offset on every append and opens at it. A
+``replicated`` partition (set by the cluster broker) moves it only through
+``set_high_watermark`` (the leader: the minimum log end offset over the ISR; a follower: what
+its leader reports), saves it in the checkpoint file and opens with the saved value.
+
+Replication (KIP-101/279): every batch carries its leader's epoch (``partitionLeaderEpoch``);
+the partition keeps where each epoch starts in its leader epoch cache
+(``streamkit.log.leader_epochs``, file ``leader-epoch-checkpoint``), updated by appends and
+cut by truncation and by a moving log start. A follower stores its leader's batches verbatim
+at the leader's offsets with ``append_replica``, updating the producer state and the
+transaction index exactly as the leader's appends did.
 
 Durability (Kafka's ``flush.messages`` / ``flush.ms``): appends go to the page cache and are
 fsynced when that many offsets, or that much time, have accumulated since the last fsync;
@@ -29,11 +38,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from streamkit.log.batch import check_batch, iter_batch_spans, with_log_append_time
+from streamkit.log.batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    check_batch,
+    iter_batch_spans,
+    verify_integrity,
+    with_log_append_time,
+)
 from streamkit.log.checkpoint import CLEAN_SHUTDOWN, Checkpoint, fsync_dir
 from streamkit.log.config import LogConfig
-from streamkit.log.errors import InvalidBatchError, OffsetOutOfRangeError
-from streamkit.log.producer_state import AppendOrigin, ProducerStateManager
+from streamkit.log.errors import (
+    CorruptBatchError,
+    InvalidBatchError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+)
+from streamkit.log.leader_epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from streamkit.log.producer_state import AppendOrigin, ProducerStateManager, headers_from
 from streamkit.log.recompress import check_timestamps, recompress
 from streamkit.log.records import ControlType, control_type_of, decode_batch
 from streamkit.log.retention import SegmentInfo, deletable_prefix
@@ -41,7 +64,7 @@ from streamkit.log.segment import Segment
 from streamkit.log.swap import complete_swap, discard_swap, finish_interrupted_swaps
 from streamkit.log.txn_index import AbortedTxn, collect_aborted
 
-__all__ = ["AppendResult", "PartitionLog", "wall_clock_ms"]
+__all__ = ["AppendResult", "PartitionLog", "ReplicaAppendResult", "wall_clock_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +86,12 @@ class AppendResult(NamedTuple):
     base_offset: int
     last_offset: int
     log_append_time: int  # -1 unless message.timestamp.type=LogAppendTime
+
+
+class ReplicaAppendResult(NamedTuple):
+    first_offset: int  # base offset of the first batch (-1 when no batch was given)
+    last_offset: int  # last offset of the last batch: the next fetch starts after it
+    batch_count: int
 
 
 class _TxnIndexRebuild:
@@ -92,6 +121,8 @@ class PartitionLog:
         checkpoint: Checkpoint,
         clock: Clock,
         checkpoint_interval_ms: int,
+        epochs: LeaderEpochCache,
+        replicated: bool = False,
     ) -> None:
         self.directory = directory
         self.config = config
@@ -103,6 +134,10 @@ class PartitionLog:
         self._closed_max_ts: list[int] = []  # running max of the closed segments' max timestamps
         self._segments_changed()
         self._checkpoint = checkpoint
+        self._epochs = epochs
+        # Set by the cluster broker: appends leave the high watermark where it is. Changing
+        # it on an open partition keeps the current high watermark.
+        self.replicated = replicated
         self._high_watermark = self.log_end_offset
         self._last_flush_ms = clock()
         self._last_checkpoint_ms = self._last_flush_ms
@@ -120,8 +155,10 @@ class PartitionLog:
         config: LogConfig | None = None,
         clock: Clock = wall_clock_ms,
         checkpoint_interval_ms: int = 60_000,
+        replicated: bool = False,
     ) -> PartitionLog:
-        """Open (or create) a partition directory, recovering after an unclean stop."""
+        """Open (or create) a partition directory, recovering after an unclean stop.
+        ``replicated``: see the class; the high watermark opens at its saved value."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         config = config or LogConfig()
@@ -166,16 +203,45 @@ class PartitionLog:
             checkpoint.log_start_offset = segments[0].base_offset
         checkpoint.cleaner_offset = min(checkpoint.cleaner_offset, end)
         checkpoint.recovery_point = min(checkpoint.recovery_point, end)
-        partition = cls(directory, config, segments, checkpoint, clock, checkpoint_interval_ms)
+        # The epoch file is saved before the batch that starts an epoch is written, so it
+        # lacks no stored batch's epoch: after recovery cut a tail, dropping the entries
+        # past the new end leaves exactly what a rebuild from the batches would, without
+        # reading the recovered segment a third time. Only a missing file is rebuilt.
+        epochs = LeaderEpochCache.load(directory)
+        rebuild = epochs is None
+        if epochs is None:
+            epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        partition = cls(directory, config, segments, checkpoint, clock, checkpoint_interval_ms,
+                        epochs, replicated)
         # Load before anything can checkpoint: each checkpoint saves a producer snapshot,
         # and one taken before loading would save (and later load) an empty state.
         partition.producers.load(segments, end, clock(), _TxnIndexRebuild(partition))
+        if rebuild:
+            partition._rebuild_epochs(checkpoint.log_start_offset)
+        # The file may name epochs of batches that recovery cut or retention deleted.
+        epochs.truncate_from_end(end)
+        epochs.truncate_from_start(checkpoint.log_start_offset)
+        if replicated:
+            saved_hw = checkpoint.high_watermark  # -1 (unknown) opens at the log start
+            partition._high_watermark = max(checkpoint.log_start_offset, min(saved_hw, end))
         if not clean:
             partition.flush()
         partition._write_checkpoint()
         marker.unlink(missing_ok=True)
         fsync_dir(directory)
         return partition
+
+    def _rebuild_epochs(self, start: int) -> None:
+        """Assign the leader epochs of the stored batches from ``start`` on, and save the
+        file even when there are none, so that a missing file is rebuilt only once."""
+        cache = self._epochs
+        if self.log_end_offset > start:
+            log.info("rebuilding %s from the batches' leader epochs", cache.path)
+        for header, _control in headers_from(self._segments, start):
+            epoch = header.partition_leader_epoch
+            if epoch > cache.latest_epoch:
+                cache.assign(epoch, header.base_offset, save=False)
+        cache.save()
 
     def _segments_changed(self) -> None:
         """Recompute what is derived from the segment list, after anything but an append or
@@ -258,6 +324,44 @@ class PartitionLog:
         with self.lock:
             self._high_watermark = max(self.log_start_offset, min(offset, self.log_end_offset))
 
+    def checkpoint_high_watermark(self) -> bool:
+        """Save the high watermark if it changed since the checkpoint was last written (the
+        cluster broker calls this every replica.high.watermark.checkpoint.interval.ms, as
+        Kafka writes replication-offset-checkpoint); True if it wrote."""
+        with self.lock:
+            if self._closed or self._checkpoint.high_watermark == self._high_watermark:
+                return False
+            self._checkpoint.high_watermark = self._high_watermark
+            self._checkpoint.write(self.directory)
+            return True
+
+    # -- leader epochs -------------------------------------------------------------------
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        """The (epoch, start offset) entries of this partition; change it only through the
+        partition's methods, which hold its lock."""
+        return self._epochs
+
+    @property
+    def latest_epoch(self) -> int:
+        """The epoch of the newest entry of the leader epoch cache (-1: none)."""
+        return self._epochs.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (KIP-279): the largest epoch <= ``epoch`` and the offset
+        where it ends here (the log end offset for the latest); (-1, -1) if none."""
+        with self.lock:
+            return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def start_leader_epoch(self, epoch: int) -> None:
+        """This replica became leader in ``epoch``: the epoch starts at the log end offset,
+        before its first batch, so that followers asking for their older epochs learn
+        where those end (Kafka's Partition.makeLeader does the same)."""
+        with self.lock:
+            self._check_open()
+            self._epochs.assign(epoch, self.log_end_offset)
+
     # -- appending -----------------------------------------------------------------------
 
     def append(self, batch: bytes | memoryview, leader_epoch: int | None = None,
@@ -267,10 +371,14 @@ class PartitionLog:
 
         A batch with a producer id goes through the producer state first (see
         ``streamkit.log.producer_state``; ``origin`` picks the checks): a retried duplicate
-        returns its original offsets and appends nothing."""
+        returns its original offsets and appends nothing.
+
+        ``leader_epoch`` (a cluster's leader) is stamped into the batch; without it the
+        batch keeps its own. Either way that epoch goes into the leader epoch cache."""
         batch = memoryview(batch)
         fields = check_batch(batch, self.config.max_message_bytes)
         attributes, last_delta, max_ts, producer_id = fields[5], fields[6], fields[8], fields[9]
+        epoch = fields[2] if leader_epoch is None else leader_epoch
         if attributes & _CONTROL_BIT and not attributes & _TRANSACTIONAL_BIT:
             raise InvalidBatchError("a control batch must be transactional")
         if self._check_timestamps and not self._log_append_time and not attributes & _CONTROL_BIT:
@@ -302,6 +410,10 @@ class PartitionLog:
             active = self._segments[-1]
             base = active.next_offset
             nxt = base + last_delta + 1
+            if epoch > self._epochs.latest_epoch:
+                self._epochs.assign(epoch, base)  # saved before the batch is written
+            # _roll_due and _maybe_flush_after_append, inlined: two calls are 5% of a small
+            # batch's append.
             if active.size and (
                 active.size + len(batch) > self._segment_bytes
                 or nxt - 1 - active.base_offset > _MAX_RELATIVE_OFFSET
@@ -314,17 +426,82 @@ class PartitionLog:
                 active = self._segments[-1]
             active.append(batch, base, nxt, max_ts)
             if producer_id >= 0:
-                ended = self.producers.update(producer_id, fields[10], fields[11], base, nxt - 1, max_ts,
-                                              attributes, self.clock())
-                if (ended is not None and attributes & _CONTROL_BIT
-                        and control_type_of(batch) == ControlType.ABORT):
-                    self._index_abort(producer_id, ended, base)
-            self._high_watermark = nxt
+                self._track_producer(batch, producer_id, fields[10], fields[11], base, nxt - 1, max_ts,
+                                     attributes)
+            if not self.replicated:
+                self._high_watermark = nxt
             if nxt - self._checkpoint.recovery_point >= self._flush_messages or (
                 self._timed_flush and self.clock() - self._last_flush_ms >= self.config.flush_ms
             ):
                 self._flush()
             return AppendResult(base, nxt - 1, log_append_time)
+
+    def append_replica(self, data: bytes | memoryview) -> ReplicaAppendResult:
+        """A follower's append: the whole batches of a fetched chunk, stored byte for byte
+        at the offsets their leader gave them (Kafka's appendAsFollower).
+
+        Each batch is checked for framing, magic and CRC-32C, nothing else: no producer
+        sequence checks (the producer state is updated from each batch as the leader's
+        append updated it, so duplicates, the last stable offset and the transaction index
+        come out the same), no recompression, no timestamp checks, no re-stamping, no
+        max.message.bytes. The first batch may start past the log end offset (a compacted
+        leader has offset gaps) but not below it, and each batch starts past the previous
+        one (UnexpectedAppendOffsetError); bytes after the last whole batch are a
+        CorruptBatchError. The high watermark does not move."""
+        view = memoryview(data)
+        batches = _whole_batches(view)
+        if not batches:
+            return ReplicaAppendResult(-1, -1, 0)
+        with self.lock:
+            self._check_open()
+            first = batches[0][1].base_offset
+            if first < self.log_end_offset:
+                raise UnexpectedAppendOffsetError(first, self.log_end_offset)
+            epochs = self._epochs
+            for pos, header in batches:
+                base, last, max_ts = header.base_offset, header.last_offset, header.max_timestamp
+                batch = view[pos : pos + header.size]
+                if header.partition_leader_epoch > epochs.latest_epoch:
+                    epochs.assign(header.partition_leader_epoch, base)
+                active = self._segments[-1]
+                if self._roll_due(active, header.size, last, max_ts):
+                    self._roll(base)
+                    active = self._segments[-1]
+                active.append(batch, base, last + 1, max_ts)
+                if header.producer_id >= 0:
+                    self._track_producer(batch, header.producer_id, header.producer_epoch,
+                                         header.base_sequence, base, last, max_ts, header.attributes)
+            self._maybe_flush_after_append(self.log_end_offset)
+            return ReplicaAppendResult(first, batches[-1][1].last_offset, len(batches))
+
+    def _roll_due(self, active: Segment, size: int, last_offset: int, max_ts: int) -> bool:
+        """Whether a batch of ``size`` bytes ending at ``last_offset`` starts a new segment."""
+        # Past the int32 of the relative index offsets a new segment is needed even when the
+        # active one is empty (a follower's first batch after a gap of 2^31 offsets).
+        if last_offset - active.base_offset > _MAX_RELATIVE_OFFSET:
+            return True
+        return bool(active.size) and (
+            active.size + size > self._segment_bytes
+            or (
+                active.first_timestamp is not None  # 0 is a timestamp: no `or` shortcut
+                and max_ts - active.first_timestamp > self._segment_ms - self._roll_jitter_ms
+            )
+        )
+
+    def _track_producer(self, batch: memoryview, producer_id: int, epoch: int, first_seq: int,
+                        base: int, last: int, max_ts: int, attributes: int) -> None:
+        """The producer state's half of an append (after the batch is stored): the
+        transaction a marker ends, and an aborted one into the transaction index."""
+        ended = self.producers.update(producer_id, epoch, first_seq, base, last, max_ts, attributes,
+                                      self.clock())
+        if ended is not None and attributes & _CONTROL_BIT and control_type_of(batch) == ControlType.ABORT:
+            self._index_abort(producer_id, ended, base)
+
+    def _maybe_flush_after_append(self, end: int) -> None:
+        if end - self._checkpoint.recovery_point >= self._flush_messages or (
+            self._timed_flush and self.clock() - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self._flush()
 
     def roll(self) -> None:
         """Close the active segment and start a new one at the log end offset."""
@@ -332,14 +509,17 @@ class PartitionLog:
             if self._segments[-1].size:
                 self._roll()
 
-    def _roll(self) -> None:
+    def _roll(self, base_offset: int | None = None) -> None:
+        """Start a new segment at ``base_offset`` (a follower's batch after an offset gap)
+        or at the log end offset."""
         active = self._segments[-1]
         # fsync the segment being closed (Kafka flushes it at roll too): otherwise a power
         # loss could cut its tail at a batch boundary while the next segment survives, an
         # offset hole that recovery cannot tell from a compaction gap.
         active.flush(fsync=True)
         self.producers.take_snapshot(active.next_offset)
-        seg = Segment.create(self.directory, active.next_offset, self.config.index_interval_bytes)
+        base = active.next_offset if base_offset is None else base_offset
+        seg = Segment.create(self.directory, base, self.config.index_interval_bytes)
         self._roll_jitter_ms = _roll_jitter(self.config)
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
@@ -385,6 +565,7 @@ class PartitionLog:
         # The producer state snapshot goes with every checkpoint, so that opening after a
         # crash replays at most the headers appended since (see producer_state).
         self.producers.take_snapshot(self.log_end_offset)
+        self._checkpoint.high_watermark = self._high_watermark
         self._checkpoint.write(self.directory)
         self._last_checkpoint_ms = self.clock()
 
@@ -467,6 +648,7 @@ class PartitionLog:
                 self._checkpoint.log_start_offset, self._segments[0].base_offset
             )
             self._high_watermark = max(self._high_watermark, self.log_start_offset)
+            self._epochs.truncate_from_start(self.log_start_offset)
             self._write_checkpoint()
             fsync_dir(self.directory)
             return count
@@ -481,6 +663,7 @@ class PartitionLog:
             if offset > self._checkpoint.log_start_offset:
                 self._checkpoint.log_start_offset = offset
                 self._checkpoint.cleaner_offset = max(self._checkpoint.cleaner_offset, offset)
+                self._epochs.truncate_from_start(offset)
                 self._write_checkpoint()
             # Only segments wholly below the new start go; time and size retention keep
             # their own schedule (Kafka's DeleteRecords does not run them).
@@ -502,6 +685,9 @@ class PartitionLog:
         with self.lock:
             self._check_open()
             if offset >= self.log_end_offset:
+                # An epoch this replica began as leader at the log end offset but never
+                # wrote goes all the same (Kafka's truncateTo): its leader may be another.
+                self._epochs.truncate_from_end(self.log_end_offset)
                 return
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 self._segments.pop().delete()
@@ -513,8 +699,29 @@ class PartitionLog:
             self._high_watermark = min(self._high_watermark, end)
             self._checkpoint.recovery_point = min(self._checkpoint.recovery_point, end)
             self._checkpoint.cleaner_offset = min(self._checkpoint.cleaner_offset, end)
+            self._epochs.truncate_from_end(end)
             self.producers.truncate(self._segments, end, self.clock(), _TxnIndexRebuild(self))
             self._write_checkpoint()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start an empty log at ``offset`` (Kafka's
+        truncateFullyAndStartAt): a follower whose leader's log now starts past this
+        log's end, or whose whole log diverged."""
+        if offset < 0:
+            raise ValueError(f"a log cannot start at the negative offset {offset}")
+        with self.lock:
+            self._check_open()
+            for seg in self._segments:
+                seg.delete()
+            self._segments = [Segment.create(self.directory, offset, self.config.index_interval_bytes)]
+            self._segments_changed()
+            cp = self._checkpoint
+            cp.log_start_offset = cp.recovery_point = cp.cleaner_offset = offset
+            self._high_watermark = offset
+            self._epochs.clear()
+            self.producers.truncate_fully()
+            self._write_checkpoint()
+            fsync_dir(self.directory)
 
     def update_config(self, config: LogConfig) -> None:
         with self.lock:
@@ -604,6 +811,28 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError(f"partition log {self.directory} is closed")
+
+
+def _whole_batches(view: memoryview) -> list[tuple[int, BatchHeader]]:
+    """(position, header) of every batch of a fetched chunk, each checked for framing, magic
+    and CRC-32C, their offsets strictly increasing."""
+    out: list[tuple[int, BatchHeader]] = []
+    pos, end, next_offset = 0, len(view), -1
+    while pos < end:
+        size = int.from_bytes(view[pos + 8 : pos + 12], "big", signed=True) + LOG_OVERHEAD
+        if end - pos < LOG_OVERHEAD or size > end - pos:
+            raise CorruptBatchError(f"{end - pos} bytes after the last whole batch at position {pos}")
+        if size < HEADER_SIZE:
+            raise CorruptBatchError(f"record batch at position {pos} claims {size} bytes, less than a header")
+        header = verify_integrity(view[pos : pos + size])
+        if header.last_offset_delta < 0:
+            raise InvalidBatchError(f"record batch has the negative last offset delta {header.last_offset_delta}")
+        if header.base_offset < next_offset:
+            raise UnexpectedAppendOffsetError(header.base_offset, next_offset)
+        out.append((pos, header))
+        next_offset = header.next_offset
+        pos += size
+    return out
 
 
 def _roll_jitter(config: LogConfig) -> int:

@@ -73,6 +73,7 @@ __all__ = [
     "ProducerStateError",
     "ProducerStateManager",
     "UnknownProducerIdError",
+    "headers_from",
     "in_sequence",
     "last_sequence",
 ]
@@ -321,10 +322,18 @@ class ProducerStateManager:
         if markers is not None:
             markers.replay_from(start)
         replayed = 0
-        for header, control_type in _headers_from(segments, start):
+        for header, control_type in headers_from(segments, start):
             self.replay(header, now_ms, control_type, markers)
             replayed += 1
         return replayed
+
+    def truncate_fully(self) -> None:
+        """The log lost every batch: no producer state and no snapshot is left."""
+        for offset in self.snapshot_offsets():
+            self._path(offset).unlink(missing_ok=True)
+        self.producers = {}
+        self.ongoing = {}
+        self._snapshot_offset = None
 
     def truncate(self, segments: Sequence[Segment], log_end_offset: int, now_ms: int,
                  markers: MarkerSink | None = None) -> None:
@@ -375,7 +384,7 @@ def decode_snapshot(data: bytes, expected_offset: int) -> dict[int, ProducerEntr
     return producers
 
 
-def _headers_from(segments: Sequence[Segment], offset: int) -> Iterator[tuple[BatchHeader, int]]:
+def headers_from(segments: Sequence[Segment], offset: int) -> Iterator[tuple[BatchHeader, int]]:
     """Headers of the stored batches from the one holding ``offset`` on, read in chunks,
     each with its ControlType when it is a control batch (-1 otherwise)."""
     for seg in segments:
