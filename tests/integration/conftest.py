@@ -56,26 +56,19 @@ def _collect_client_garbage() -> Iterator[None]:
         gc.collect()
 
 
-def log_tail(broker: BrokerProcess, lines: int = 40) -> str:
-    try:
-        return "\n".join(broker.log_file.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return "(no broker log)"
-
-
 def _finish(broker: BrokerProcess) -> None:
     """Stop a broker at teardown: it must be alive and exit 0 on SIGTERM."""
     process = broker.process
     if process is None:
         return
     if process.poll() is not None:
-        pytest.fail(f"broker died during the test (exit {process.returncode}):\n{log_tail(broker)}")
+        pytest.fail(f"broker died during the test (exit {process.returncode}):\n{broker.log_tail()}")
     try:
         code = broker.stop(timeout_s=30)
     except Exception:
         broker.kill()
         raise
-    assert code == 0, f"broker exited with {code} on SIGTERM:\n{log_tail(broker)}"
+    assert code == 0, f"broker exited with {code} on SIGTERM:\n{broker.log_tail()}"
 
 
 @pytest.fixture(scope="module")

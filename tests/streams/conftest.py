@@ -31,7 +31,7 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from streamkit.streams.app import App
 from streamkit.streams.runtime import Runtime
-from streamkit.testing import BrokerProcess
+from streamkit.testing import BrokerProcess, log_tail
 
 if TYPE_CHECKING:
     from .worker_processes import Scenario
@@ -53,13 +53,6 @@ def unique(prefix: str) -> str:
     """A name no other test (or earlier run against the same broker) uses."""
     clean = re.sub(r"[^A-Za-z0-9._-]+", "-", prefix).strip("-")[:40] or "t"
     return f"{clean}-{os.getpid()}-{next(_ids)}"
-
-
-def log_tail(path: Path, lines: int = 60) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except FileNotFoundError:
-        return f"(no log at {path})"
 
 
 @pytest.fixture(scope="session")
