@@ -66,8 +66,17 @@ def _throttled_replicas(value: tuple[str, ...]) -> bool:
     return True
 
 
+def _throttles(replicas: tuple[str, ...], partition: int, broker: int) -> bool:
+    """Whether a valid throttled-replicas list names (partition, broker), or is ``*``."""
+    if replicas == ("*",):
+        return True
+    pairs = (item.split(":") for item in replicas)
+    return any(int(p) == partition and int(b) == broker for p, b in pairs)
+
+
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?(-IV\d+)?$")
-_REPLICATION = "stored; takes effect with replication"
+# Acted on by a cluster; a single broker keeps one replica of each partition.
+_REPLICATION = "acted on in a cluster (zookeeper.connect); no effect on a single broker"
 _TIERED = "stored; takes effect with tiered storage"
 
 
@@ -163,12 +172,14 @@ TOPIC_CONFIGS: tuple[ConfigDef, ...] = (
     ConfigDef("unclean.leader.election.enable", "unclean_leader_election_enable", "boolean", False,
               "unclean.leader.election.enable",
               "whether a replica not in the ISR may become leader", effect=_REPLICATION),
+    # Topic-only in Kafka (no broker synonym); the rates are the broker settings
+    # leader/follower.replication.throttled.rate.
     ConfigDef("leader.replication.throttled.replicas", "leader_replication_throttled_replicas",
-              "list", (), "leader.replication.throttled.replicas",
+              "list", (), None,
               "replicas throttled on the leader side: partition:broker pairs, or *",
               _throttled_replicas, effect=_REPLICATION),
     ConfigDef("follower.replication.throttled.replicas", "follower_replication_throttled_replicas",
-              "list", (), "follower.replication.throttled.replicas",
+              "list", (), None,
               "replicas throttled on the follower side: partition:broker pairs, or *",
               _throttled_replicas, effect=_REPLICATION),
     ConfigDef("remote.storage.enable", "remote_storage_enable", "boolean", False, None,
@@ -205,7 +216,10 @@ BROKER_UNIT_SYNONYMS: dict[str, tuple[str, int]] = {
 
 
 def parse_value(d: ConfigDef, raw: Any) -> Any:
-    """Parse and check one raw setting against its definition; ConfigError if invalid."""
+    """Parse and check one raw setting against its definition; ConfigError if invalid. A
+    setting whose default is Kafka's null takes an empty value as unset (None)."""
+    if d.default is None and str(raw).strip() == "":
+        return None
     try:
         if d.kind in ("int", "long"):
             value: Any = int(raw)
@@ -237,6 +251,8 @@ def parse_value(d: ConfigDef, raw: Any) -> Any:
 
 
 def render_value(d: ConfigDef, value: Any) -> str:
+    if value is None:  # Kafka's null: unset, no default
+        return ""
     if d.kind == "list":
         return ",".join(value)
     if d.kind == "boolean":
@@ -323,6 +339,16 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    def leader_throttled(self, partition: int, broker: int) -> bool:
+        """Whether leader.replication.throttled.replicas throttles replica ``broker`` of
+        ``partition`` on the leader side (under leader.replication.throttled.rate)."""
+        return _throttles(self.leader_replication_throttled_replicas, partition, broker)
+
+    def follower_throttled(self, partition: int, broker: int) -> bool:
+        """Whether follower.replication.throttled.replicas throttles replica ``broker`` of
+        ``partition`` on the follower side (under follower.replication.throttled.rate)."""
+        return _throttles(self.follower_replication_throttled_replicas, partition, broker)
 
     @classmethod
     def from_kafka(cls, settings: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:

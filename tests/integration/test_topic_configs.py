@@ -155,9 +155,31 @@ def test_describe_reports_synonyms_and_documentation(broker: BrokerProcess, topi
         bare = describe(False, False)
         assert bare["retention.ms"].synonyms == () and bare["retention.ms"].documentation is None
         full = describe(True, True)
-        assert "takes effect with replication" in full["min.insync.replicas"].documentation
+        assert "acted on in a cluster (zookeeper.connect)" in full["min.insync.replicas"].documentation
         assert int(full["min.insync.replicas"].config_type) == 3  # INT
         assert int(full["retention.ms"].config_type) == 5  # LONG
+
+
+def test_min_insync_replicas_is_a_topic_config_with_the_broker_default(broker_factory: Any, topic_name: str) -> None:
+    """min.insync.replicas on the wire: the broker setting is every topic's default, a topic
+    overrides it, and CreateTopics refuses 0 with INVALID_CONFIG and the reason."""
+    broker = broker_factory(settings={"min.insync.replicas": "2"})
+    client = admin(broker.bootstrap)
+    client.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(TIMEOUT)
+    entry = _describe(client, ConfigResource(ConfigResource.Type.TOPIC, topic_name))["min.insync.replicas"]
+    assert (entry.value, entry.source) == ("2", ConfigSource.STATIC_BROKER_CONFIG.value)
+    three = f"{topic_name}-3"
+    client.create_topics([NewTopic(three, 1, 1, config={"min.insync.replicas": "3"})])[three].result(TIMEOUT)
+    entry = _describe(client, ConfigResource(ConfigResource.Type.TOPIC, three))["min.insync.replicas"]
+    assert (entry.value, entry.source) == ("3", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
+    zero = f"{topic_name}-0"
+    future = client.create_topics([NewTopic(zero, 1, 1, config={"min.insync.replicas": "0"})])[zero]
+    with pytest.raises(KafkaException) as info:
+        future.result(TIMEOUT)
+    error = info.value.args[0]
+    assert error.code() == KafkaError.INVALID_CONFIG
+    assert "value '0' for min.insync.replicas is out of range" in error.str()
+    assert zero not in client.list_topics(timeout=10).topics
 
 
 def test_broker_describe_is_read_only_with_sources(broker: BrokerProcess) -> None:
@@ -168,6 +190,20 @@ def test_broker_describe_is_read_only_with_sources(broker: BrokerProcess) -> Non
     assert described["compression.type"].value == "producer"
     assert described["group.consumer.max.session.timeout.ms"].value == "60000"
     assert all(e.is_read_only for e in described.values())
+
+
+def test_broker_describe_reports_the_cluster_settings(broker_factory: Any) -> None:
+    """The cluster settings are broker configs like the others, the ones with no default
+    (Kafka's null) included: set, they are STATIC_BROKER_CONFIG; unset, empty."""
+    broker = broker_factory(settings={"offsets.topic.min.isr": "1", "replica.lag.time.max.ms": "10000"})
+    described = _describe(admin(broker.bootstrap), ConfigResource(ConfigResource.Type.BROKER, "0"))
+    static = ConfigSource.STATIC_BROKER_CONFIG.value
+    assert (described["offsets.topic.min.isr"].value, described["offsets.topic.min.isr"].source) == ("1", static)
+    assert (described["replica.lag.time.max.ms"].value, described["replica.lag.time.max.ms"].source) == (
+        "10000", static)
+    unset = described["zookeeper.connection.timeout.ms"]
+    assert (unset.value, unset.source) == ("", ConfigSource.DEFAULT_CONFIG.value)
+    assert described["offsets.topic.replication.factor"].value == "3"
 
 
 # -- compression.type -----------------------------------------------------------------------

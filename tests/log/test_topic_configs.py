@@ -4,11 +4,13 @@ whole topic config list (order-keeping lists, an empty cleanup.policy, unit syno
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from streamkit.log import Compression, build_batch, decode_batch
 from streamkit.log.batch import parse_header
-from streamkit.log.config import TOPIC_CONFIGS, LogConfig
+from streamkit.log.config import BROKER_SYNONYMS, TOPIC_CONFIGS, LogConfig
 from streamkit.log.errors import ConfigError, InvalidTimestampError
 from streamkit.log.producer_state import AppendOrigin
 
@@ -59,6 +61,25 @@ def test_lists_keep_kafka_order_and_empty_cleanup_policy_means_keep_everything()
     assert throttled.leader_replication_throttled_replicas == ("0:0", "1:0")
     assert LogConfig.from_kafka({"follower.replication.throttled.replicas": "*"}).to_kafka()[
         "follower.replication.throttled.replicas"] == "*"
+
+
+def test_replication_configs_are_typed_with_the_broker_default() -> None:
+    """min.insync.replicas and unclean.leader.election.enable default from the broker settings
+    of the same names; the throttled-replicas lists answer per (partition, broker)."""
+    broker = LogConfig.from_kafka({"min.insync.replicas": "2", "unclean.leader.election.enable": "true"})
+    topic = LogConfig.from_kafka({"leader.replication.throttled.replicas": "0:1, 2:3",
+                                  "follower.replication.throttled.replicas": "*"}, broker)
+    assert (topic.min_insync_replicas, topic.unclean_leader_election_enable) == (2, True)
+    assert LogConfig.from_kafka({"min.insync.replicas": "3"}, broker).min_insync_replicas == 3
+    assert topic.leader_throttled(0, 1) and topic.leader_throttled(2, 3)
+    assert not topic.leader_throttled(0, 3) and not topic.leader_throttled(1, 1)
+    assert topic.follower_throttled(7, 9) and not LogConfig().follower_throttled(0, 0)
+    with pytest.raises(ConfigError, match=re.escape("value '0' for min.insync.replicas is out of range")):
+        LogConfig.from_kafka({"min.insync.replicas": "0"})
+    # Kafka has no broker-wide throttled-replicas setting, only the per-topic lists
+    assert "leader.replication.throttled.replicas" not in BROKER_SYNONYMS
+    assert "follower.replication.throttled.replicas" not in BROKER_SYNONYMS
+    assert {"min.insync.replicas", "unclean.leader.election.enable"} <= set(BROKER_SYNONYMS)
 
 
 def test_empty_cleanup_policy_keeps_old_segments(open_log: OpenLog, clock: FakeClock) -> None:
