@@ -53,10 +53,13 @@ class DistributedWorker:
                          self.metrics.render)
         self._http = HttpServer(app, host, port)
         worker_id = f"{host}:{self._http.port}"
-        log.info("Connect distributed worker %s: REST API on %s; joining group %s", worker_id, self.url,
-                 self.worker.group_id)
         self.herder = holder["herder"] = DistributedHerder(self.worker, self.registry, self.metrics, worker_id, self.url)
         try:
+            # The broker first, as connect-standalone does: an unreachable one is the only
+            # line, before the worker says where it serves.
+            await kafka_ops.cluster_id(self.worker.bootstrap_servers)
+            log.info("Connect distributed worker %s: REST API on %s; joining group %s", worker_id, self.url,
+                     self.worker.group_id)
             await self.herder.start()
             await self._http.start()
         except BaseException as exc:

@@ -96,6 +96,11 @@ class SinkTaskRunner(TaskRunner):
         self._dlq: AIOKafkaProducer | None = None
         self._lock = asyncio.Lock()
         self._consumed: dict[TP, int] = {}
+        # Partitions the task has opened, and how many seeks were made (per partition: the
+        # count at its last one): see _deliverable.
+        self._opened: set[TP] = set()
+        self._moves = 0
+        self._moved: dict[TP, int] = {}
         self.topics: set[str] = set()  # read from so far (Kafka's active topics, KIP-558)
         self._committed: dict[TP, int] = {}
         self._task_started = False
@@ -152,12 +157,13 @@ class SinkTaskRunner(TaskRunner):
         last_commit = time.monotonic()
         while not self._life.stopping:
             self._apply_context(consumer)
+            moves = self._moves
             batch = await self._life.unless_stopped(
                 consumer.getmany(timeout_ms=500, max_records=self._max_records))
             if batch is None:
                 break
             async with self._lock:
-                messages = [m for msgs in batch.values() for m in msgs]
+                messages = self._deliverable(consumer, batch, moves)
                 if messages:
                     self._read.inc(len(messages))
                     self.topics.update(m.topic for m in messages)
@@ -168,12 +174,35 @@ class SinkTaskRunner(TaskRunner):
                     await self._commit(set(self._context.assigned))
                     last_commit = time.monotonic()
 
+    def _deliverable(self, consumer: AIOKafkaConsumer, batch: Mapping[TopicPartition, list[ConsumerRecord[Any, Any]]],
+                     moves: int) -> list[ConsumerRecord[Any, Any]]:
+        """The records of ``batch`` the task may be given: of partitions it has opened, and
+        fetched after the last seek of their partition. aiokafka calls the rebalance
+        listener beside the poll, not inside it as Kafka's consumer does, so a poll can
+        return records of a partition whose open() (and the seek it asks for) has not
+        happened yet: those are fetched again, from where the batch had them, or from where
+        a seek made meanwhile put the partition."""
+        out: list[ConsumerRecord[Any, Any]] = []
+        assigned = consumer.assignment()
+        for tp, records in batch.items():
+            key = (tp.topic, tp.partition)
+            moved = self._moved.get(key, 0) > moves
+            if key in self._opened and not moved:
+                out.extend(records)
+            elif tp in assigned:
+                # Whether a moved partition's records came before or after its seek is not
+                # known: fetched again from where the seek put it (nothing delivered since).
+                consumer.seek(tp, self._consumed[key] if moved else records[0].offset)
+        return out
+
     def _apply_context(self, consumer: AIOKafkaConsumer) -> None:
         assigned = self._context.assigned
         for tp, offset in list(self._context.seeks.items()):
             if tp in assigned:
                 consumer.seek(TopicPartition(*tp), offset)
                 self._consumed[tp] = offset
+                self._moves += 1
+                self._moved[tp] = self._moves
                 del self._context.seeks[tp]
         paused = assigned if self._life.paused else assigned & self._context.paused
         wanted = {TopicPartition(*tp) for tp in paused}
@@ -296,9 +325,11 @@ class SinkTaskRunner(TaskRunner):
                 log.warning("commit before a rebalance failed for %s; records may be redelivered",
                             sorted(revoked), exc_info=True)
             await self._close(revoked)
+            self._opened -= revoked
             for tp in revoked:
                 self._consumed.pop(tp, None)
                 self._committed.pop(tp, None)
+                self._moved.pop(tp, None)
             self._context.assigned = self._context.assigned - frozenset(revoked)
 
     async def _assigned(self, assigned: set[TP]) -> None:
@@ -308,3 +339,4 @@ class SinkTaskRunner(TaskRunner):
         if self._consumer is not None:
             # offsets the task asked for in open() apply before the first fetch, as in Kafka
             self._apply_context(self._consumer)
+        self._opened |= assigned

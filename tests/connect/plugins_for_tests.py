@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -89,6 +90,33 @@ class SeekingSinkTask(SinkTask):
             RECEIVED.setdefault(self.name, []).extend((r.offset, r.value) for r in records)
         if records and self.context is not None:
             self.context.request_commit()
+
+
+class SlowOpeningSinkConnector(FlakySinkConnector):
+    """Like SeekingSinkConnector, with an open() that takes a while: what a poll returns
+    meanwhile must neither reach put() before open() nor ignore the seek open() asks for."""
+
+    @classmethod
+    def task_class(cls) -> type[SinkTask]:
+        return SlowOpeningSinkTask
+
+
+class SlowOpeningSinkTask(SeekingSinkTask):
+    def start(self, config: Mapping[str, str]) -> None:
+        super().start(config)
+        self.name = "slow-opening"
+        self.opened = False
+
+    def open(self, partitions: frozenset[tuple[str, int]]) -> None:
+        time.sleep(1.5)  # a task connecting to its database, say
+        super().open(partitions)
+        self.opened = True
+
+    def put(self, records: Sequence[SinkRecord]) -> None:
+        if records and not self.opened:
+            with _LOCK:
+                RECEIVED.setdefault("slow-opening-before-open", []).extend(r.offset for r in records)
+        super().put(records)
 
 
 TABLES: list[str] = ["t1"]

@@ -256,6 +256,23 @@ async def test_sink_task_context_seeks_and_requests_commits(broker: BrokerThread
     assert plugins_for_tests.RECEIVED["seeking"] == [(1, "b"), (2, "c")]
 
 
+async def test_records_polled_while_a_partition_opens_wait_for_open_and_its_seek(broker: BrokerThread,
+                                                                                tmp_path: Path) -> None:
+    """aiokafka runs the rebalance listener beside the poll: records it fetched while the
+    task's open() was still running are fetched again after open() and its seek, never
+    given to put() first."""
+    for key in ("slow-opening", "slow-opening-before-open"):
+        plugins_for_tests.RECEIVED.pop(key, None)
+    await produce(broker.bootstrap, "slow-opening-in", [b"a", b"b", b"c"])
+    config = {"connector.class": "tests.connect.plugins_for_tests.SlowOpeningSinkConnector",
+              "topics": "slow-opening-in", "value.converter": STRING}
+    async with standalone(worker_settings(broker.bootstrap, tmp_path), [("slow", config)]):
+        await eventually(lambda: len(plugins_for_tests.RECEIVED.get("slow-opening", [])) >= 2, 60, "two records")
+        await asyncio.sleep(0.5)  # nothing else may come
+    assert plugins_for_tests.RECEIVED.get("slow-opening-before-open") is None
+    assert plugins_for_tests.RECEIVED["slow-opening"] == [(1, "b"), (2, "c")]
+
+
 async def test_sink_offsets_are_committed_only_after_a_successful_flush(broker: BrokerThread,
                                                                        tmp_path: Path) -> None:
     await produce(broker.bootstrap, "gated-in", [b"a", b"b", b"c"])
