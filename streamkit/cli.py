@@ -149,8 +149,9 @@ def broker(
 
 
 BootstrapOption = typer.Option(
-    "127.0.0.1:9092", "--bootstrap-server", "-b", metavar="HOST:PORT", envvar="STREAMKIT_BOOTSTRAP_SERVER",
-    help="host:port of any Kafka-protocol broker (streamkit or Apache Kafka).",
+    "127.0.0.1:9092", "--bootstrap-server", "-b", metavar="HOST:PORT[,...]", envvar="STREAMKIT_BOOTSTRAP_SERVER",
+    help="host:port of any Kafka-protocol broker (streamkit or Apache Kafka); several, comma-separated, "
+         "for a cluster.",
 )
 topics_app = _typer(help="Create, list, describe, delete and configure topics.")
 groups_app = _typer(help="List and describe consumer groups; reset their offsets.")
@@ -192,13 +193,18 @@ def topics_create(
     partitions: int = typer.Option(1, "--partitions", "-p", metavar="N", min=1, help="Number of partitions."),
     config: list[str] = typer.Option([], "--config", "-c", metavar="KEY=VALUE",
                                      help="Topic config key=value (Kafka's names); repeatable."),
+    replication_factor: int = typer.Option(
+        -1, "--replication-factor", "-r", metavar="N", show_default="the broker's default.replication.factor",
+        help="Copies of each partition, on as many brokers."),
     if_not_exists: bool = typer.Option(False, "--if-not-exists", help="Succeed if the topic already exists."),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Create a topic."""
     from streamkit.clients.admin import create_topic
 
-    _run(create_topic(bootstrap, name, partitions, _pairs(config, "--config"), if_not_exists))
+    if replication_factor == 0 or replication_factor < -1:
+        raise _fail(f"--replication-factor must be at least 1, not {replication_factor}")
+    _run(create_topic(bootstrap, name, partitions, _pairs(config, "--config"), if_not_exists, replication_factor))
     console.print(f"created topic {name}", highlight=False)
 
 
@@ -229,10 +235,18 @@ def topics_describe(
     console.print(f"topic {d.name}: {d.partitions} partitions{' (internal)' if d.internal else ''}",
                   highlight=False)
     table = Table()
-    for col in ("partition", "earliest offset", "latest offset", "records"):
+    for col in ("partition", "leader", "replicas", "isr", "earliest offset", "latest offset", "records"):
         table.add_column(col, justify="right")
+    held = {r.partition: r for r in d.replicas}
     for r in d.offsets:
-        table.add_row(str(r.partition), str(r.earliest), str(r.latest), str(r.latest - r.earliest))
+        h = held.get(r.partition)
+        leader = "-" if h is None or h.leader < 0 else str(h.leader)
+        replicas = ",".join(map(str, h.replicas)) if h else "-"
+        isr = ",".join(map(str, h.isr)) if h else "-"
+        if h is not None and h.offline:
+            replicas += f" ({','.join(map(str, h.offline))} offline)"
+        table.add_row(str(r.partition), leader, replicas, isr, str(r.earliest), str(r.latest),
+                      str(r.latest - r.earliest))
     console.print(table)
     for key, value in sorted(d.configs.items()):
         mark = "  (override)" if key in d.overrides else ""
@@ -276,6 +290,30 @@ def _separator(text: str | None) -> str | None:
     if text is None or "\\" not in text:
         return text
     return text.encode().decode("unicode_escape")
+
+
+@app.command()
+def cluster(bootstrap: str = BootstrapOption) -> None:
+    """Show the cluster: its brokers, the controller, and the partitions under-replicated
+    or offline.
+
+    An under-replicated partition has fewer in-sync replicas than replicas; an offline one
+    has no live leader. Works against Apache Kafka too (from Metadata)."""
+    from streamkit.clients.admin import describe_cluster
+
+    d = _run(describe_cluster(bootstrap))
+    console.print(f"cluster {d.cluster_id or '-'}: {len(d.brokers)} broker(s), controller {d.controller}",
+                  highlight=False)
+    table = Table()
+    for col in ("broker", "host", "port", "rack", "role"):
+        table.add_column(col)
+    for broker_id, host, port, rack in d.brokers:
+        table.add_row(str(broker_id), host, str(port), rack or "-", "controller" if broker_id == d.controller else "")
+    console.print(table)
+    for label, partitions in (("under-replicated", d.under_replicated), ("offline", d.offline)):
+        shown = ", ".join(f"{t}-{p}" for t, p in partitions[:20]) + (", ..." if len(partitions) > 20 else "")
+        console.print(f"{label} partitions: {len(partitions)}{': ' + shown if partitions else ''}",
+                      highlight=False, markup=False)
 
 
 @app.command()

@@ -234,6 +234,7 @@ class BrokerProcess(ChildProcess):
         self.command_prefix = list(command_prefix)
         self.process: subprocess.Popen[bytes] | None = None
         self._ready: Path | None = None
+        self.metrics_port: int | None = None  # with metrics.listener set
 
     @property
     def bootstrap(self) -> str:
@@ -268,7 +269,9 @@ class BrokerProcess(ChildProcess):
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if ready.exists() and ready.read_text().strip():
-                self.port = int(ready.read_text().strip())
+                lines = ready.read_text().split()
+                self.port = int(lines[0])
+                self.metrics_port = int(lines[1]) if len(lines) > 1 else None
                 ready.unlink()
                 self._ready = None
                 return self

@@ -226,6 +226,7 @@ class BrokerConfig:
     broker_rack: str = ""
     offsets_topic_replication_factor: int = 3
     offsets_topic_min_isr: int | None = None
+    metrics_listener: str = ""
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
     share_coordinator_state_topic_replication_factor: int = 3

@@ -218,6 +218,9 @@ _CLUSTER: tuple[ConfigDef, ...] = (
               "The replication factor for the offsets topic (set higher to ensure availability). "
               "Internal topic creation will fail until the cluster size meets this replication "
               "factor requirement. (streamkit: a single broker keeps 1 replica)", _short(1)),
+    ConfigDef("metrics.listener", "metrics_listener", "string", "", None,
+              "[streamkit; Kafka exposes its metrics through JMX] http://host:port to serve "
+              "Prometheus metrics on, at /metrics (empty: none)"),
     ConfigDef("offsets.topic.min.isr", "offsets_topic_min_isr", "int", None, None,
               "[streamkit; Kafka has no such setting] the min.insync.replicas of the offsets topic "
               "(unset: the broker's min.insync.replicas, which Kafka's offsets topic takes)",

@@ -36,12 +36,15 @@ def placement(config: BrokerConfig, data_dir: Path | None, host: str | None,
 async def _main(data_dir: Path, config: BrokerConfig, host: str, port: int, ready_file: Path | None) -> None:
     broker = Broker(data_dir, config, host, port)
     await broker.start()
-    if ready_file is not None:
-        ready_file.write_text(f"{broker.port}\n")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if ready_file is not None:
+        # Once the signals are ours: a SIGTERM right after the file appears stops cleanly.
+        # The second line, when there is one, is the metrics port.
+        metrics = "" if broker.metrics_port is None else f"{broker.metrics_port}\n"
+        ready_file.write_text(f"{broker.port}\n{metrics}")
     try:
         await stop.wait()
     finally:

@@ -30,6 +30,7 @@ from streamkit.broker.group.runtime import GroupRuntime
 from streamkit.broker.group_configs import GroupConfigStore
 from streamkit.broker.handlers import HANDLERS
 from streamkit.broker.memory import RequestMemory
+from streamkit.broker.metrics import BrokerMetrics
 from streamkit.broker.producers import ProducerIds
 from streamkit.broker.share.coordinator import ShareCoordinator, ShareSettings
 from streamkit.broker.share.store import SHARE_STATE_TOPIC, ShareStateStore
@@ -42,6 +43,7 @@ from streamkit.broker.txn.coordinator import (
 )
 from streamkit.broker.waiters import AppendWaiters
 from streamkit.dirlock import DirectoryLock
+from streamkit.http import HttpServer
 from streamkit.log.batch import BatchHeader, iter_batch_spans
 from streamkit.log.checkpoint import CHECKPOINT, CLEAN_SHUTDOWN, write_atomically
 from streamkit.log.manager import LogManager
@@ -167,6 +169,7 @@ class Broker:
         self._connections: set[asyncio.Task[None]] = set()
         self.memory = RequestMemory(self.config.queued_max_request_bytes, _READ_SIZE)
         self._dir_lock = DirectoryLock(self.data_dir)
+        self._metrics_http: HttpServer | None = None
 
     @property
     def port(self) -> int:
@@ -255,6 +258,8 @@ class Broker:
         share = self._share_coordinator(topics, clock, group_configs.overrides, clustered)
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
                                  producer_ids, waiters, clock, txns, group_configs, share)
+        if cfg.metrics_listener:
+            await self._serve_metrics(cfg.metrics_listener)
         if clustered:
             await self._join_cluster(cluster_settings)
         groups.start()
@@ -280,6 +285,22 @@ class Broker:
             asyncio.create_task(self._every_on_loop(_SHARE_TICK_MS, self._share_tick),
                                 name="streamkit-share-expiry"),
         ]
+
+    async def _serve_metrics(self, listener: str) -> None:
+        state = self.state
+        assert state is not None
+        match = re.fullmatch(r"(?:https?://)?\[?([^\]/]*)\]?:(\d+)/?", listener.strip())
+        if match is None:
+            raise ValueError(f"metrics.listener must be http://host:port, not {listener!r}")
+        state.metrics = BrokerMetrics()
+        state.metrics.state = state
+        self._metrics_http = HttpServer(state.metrics.app(), match[1] or "0.0.0.0", int(match[2]), "the metrics")
+        await self._metrics_http.start()
+        log.info("metrics on %s/metrics", self._metrics_http.url)
+
+    @property
+    def metrics_port(self) -> int | None:
+        return None if self._metrics_http is None else self._metrics_http.port
 
     async def _join_cluster(self, settings: ClusterSettings) -> None:
         state = self.state
@@ -319,6 +340,9 @@ class Broker:
             await self.state.cluster.stop()
         if self._server is not None:
             self._server.close()
+        if self._metrics_http is not None:
+            await self._metrics_http.stop()
+            self._metrics_http = None
         await cancel_and_wait([*self._tasks, *self._connections])
         self._tasks.clear()
         if self.state is not None:

@@ -19,6 +19,7 @@ from streamkit.log.manager import LogManager
 
 if TYPE_CHECKING:
     from streamkit.broker.cluster.node import ClusterNode
+    from streamkit.broker.metrics import BrokerMetrics
 
 __all__ = ["BrokerState", "ClientInfo"]
 
@@ -41,6 +42,7 @@ class BrokerState:
     share: ShareCoordinator
     # This broker's cluster membership (zookeeper.connect); None for a single broker.
     cluster: ClusterNode | None = None
+    metrics: BrokerMetrics | None = None
 
     @property
     def coordinator(self) -> GroupCoordinator:

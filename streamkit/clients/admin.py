@@ -21,15 +21,18 @@ from streamkit.hints import did_you_mean
 
 __all__ = [
     "ClientError",
+    "ClusterDescription",
     "GroupMember",
     "OffsetReset",
     "PartitionLag",
     "PartitionOffsets",
+    "PartitionReplicas",
     "TopicDescription",
     "admin_client",
     "alter_topic_config",
     "create_topic",
     "delete_topic",
+    "describe_cluster",
     "describe_group",
     "describe_topic",
     "list_groups",
@@ -74,6 +77,17 @@ class PartitionOffsets:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionReplicas:
+    """Who holds a partition: its leader (-1: none), replicas, in-sync and offline replicas."""
+
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class TopicDescription:
     name: str
     partitions: int
@@ -81,6 +95,16 @@ class TopicDescription:
     configs: dict[str, str]
     overrides: frozenset[str] = frozenset()  # the configs set on the topic itself
     offsets: list[PartitionOffsets] = field(default_factory=list)
+    replicas: list[PartitionReplicas] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller: int
+    brokers: list[tuple[int, str, int, str | None]]  # id, host, port, rack
+    under_replicated: list[tuple[str, int]]
+    offline: list[tuple[str, int]]
 
 
 async def list_topics(bootstrap: str, include_internal: bool = False) -> list[str]:
@@ -90,10 +114,12 @@ async def list_topics(bootstrap: str, include_internal: bool = False) -> list[st
 
 
 async def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, str],
-                       if_not_exists: bool = False) -> None:
+                       if_not_exists: bool = False, replication_factor: int = -1) -> None:
+    """``replication_factor`` -1: the broker's default.replication.factor."""
     topic_name(name)
     async with admin_client(bootstrap) as admin:
-        response = await admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs)])
+        response = await admin.create_topics([NewTopic(name, partitions, replication_factor,
+                                                       topic_configs=configs)])
     for topic_error in response.topic_errors:  # (name, code, message)
         code = topic_error[1]
         if code == 36 and if_not_exists:  # TOPIC_ALREADY_EXISTS
@@ -138,6 +164,7 @@ async def describe_topic(bootstrap: str, name: str, offsets: bool = False) -> To
         entries = await _config_entries(admin, name)
     topic = topics[0]
     count = len(topic["partitions"])
+    replicas = sorted((_replicas(p) for p in topic["partitions"]), key=lambda r: r.partition)
     ranges: list[PartitionOffsets] = []
     if offsets and count:
         tps = [TopicPartition(name, p) for p in range(count)]
@@ -146,7 +173,38 @@ async def describe_topic(bootstrap: str, name: str, offsets: bool = False) -> To
         ranges = [PartitionOffsets(tp.partition, earliest[tp], latest[tp]) for tp in tps]
     return TopicDescription(name, count, topic.get("is_internal", False),
                             {key: value for key, value, _ in entries},
-                            frozenset(key for key, _, override in entries if override), ranges)
+                            frozenset(key for key, _, override in entries if override), ranges, replicas)
+
+
+def _replicas(p: dict[str, Any]) -> PartitionReplicas:
+    return PartitionReplicas(int(p["partition"]), int(p["leader"]), tuple(p.get("replicas") or ()),
+                             tuple(p.get("isr") or ()), tuple(p.get("offline_replicas") or ()))
+
+
+async def describe_cluster(bootstrap: str) -> ClusterDescription:
+    """The brokers, the controller, and the partitions with fewer in-sync replicas than
+    replicas (under-replicated) or without a live leader (offline), from Metadata: it works
+    against any Kafka cluster."""
+    async with admin_client(bootstrap) as admin:
+        cluster = await admin.describe_cluster()
+        names = await admin.list_topics()
+        topics = await admin.describe_topics(sorted(names)) if names else []
+    brokers = sorted((int(b["node_id"]), str(b["host"]), int(b["port"]), b.get("rack"))
+                     for b in cluster.get("brokers", []))
+    live = {b[0] for b in brokers}
+    under: list[tuple[str, int]] = []
+    offline: list[tuple[str, int]] = []
+    for topic in topics:
+        if topic["error_code"]:
+            continue
+        for p in topic["partitions"]:
+            r = _replicas(p)
+            if r.leader < 0 or r.leader not in live:
+                offline.append((topic["topic"], r.partition))
+            elif len(r.isr) < len(r.replicas):
+                under.append((topic["topic"], r.partition))
+    return ClusterDescription(cluster.get("cluster_id"), int(cluster.get("controller_id", -1)), brokers,
+                              sorted(under), sorted(offline))
 
 
 async def alter_topic_config(bootstrap: str, name: str, set_configs: dict[str, str],

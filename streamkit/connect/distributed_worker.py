@@ -14,12 +14,12 @@ from typing import Any
 from streamkit.connect import kafka_ops
 from streamkit.connect.distributed import DistributedHerder
 from streamkit.connect.errors import ConfigError
-from streamkit.connect.http import HttpServer
 from streamkit.connect.metrics import ConnectMetrics
 from streamkit.connect.plugins import PluginRegistry
 from streamkit.connect.rest import create_app
 from streamkit.connect.standalone import serve_until_signalled
 from streamkit.connect.worker_config import WorkerConfig, load_worker_config, read_config_file
+from streamkit.http import HttpServer
 
 __all__ = ["DistributedWorker", "run_distributed"]
 

@@ -19,12 +19,12 @@ from typing import Any, Protocol
 from streamkit.connect import kafka_ops
 from streamkit.connect.errors import ConfigError
 from streamkit.connect.herder import Herder
-from streamkit.connect.http import HttpServer
 from streamkit.connect.metrics import ConnectMetrics
 from streamkit.connect.offsets import FileOffsetStore, MemoryOffsetStore, OffsetStore
 from streamkit.connect.plugins import PluginRegistry
 from streamkit.connect.rest import create_app
 from streamkit.connect.worker_config import WorkerConfig, load_worker_config, read_config_file
+from streamkit.http import HttpServer
 
 __all__ = ["StandaloneWorker", "connector_config", "run_standalone"]
 

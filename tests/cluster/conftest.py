@@ -2,7 +2,8 @@
 
 - ``zookeeper``: a real ZooKeeper per module (give each cluster or client its own chroot).
 - ``cluster``: ZooKeeper and ``CLUSTER_SIZE`` broker processes (3 unless the module says),
-  with the module's ``CLUSTER_CONFIG`` settings, one cluster per module; each test gets it
+  with the module's ``CLUSTER_CONFIG`` settings (and ``CLUSTER_OVERRIDES``, per broker),
+  one cluster per module; each test gets it
   with every broker running (``heal()``: what the previous test killed, stopped or paused
   runs again). Network namespaces are per test: ``Network`` from streamkit.testing_netns.
 - ``need_zookeeper`` / ``need_netns``: what the harness needs from the machine (ZooKeeper's
@@ -44,7 +45,9 @@ def _module_cluster(zookeeper: ZooKeeperServer, request: pytest.FixtureRequest,
                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerCluster]:
     size = getattr(request.module, "CLUSTER_SIZE", 3)
     config = getattr(request.module, "CLUSTER_CONFIG", {})
-    with BrokerCluster(zookeeper, size, tmp_path_factory.mktemp("cluster"), config=config) as running:
+    overrides = getattr(request.module, "CLUSTER_OVERRIDES", None)
+    with BrokerCluster(zookeeper, size, tmp_path_factory.mktemp("cluster"), config=config,
+                       overrides=overrides) as running:
         yield running
 
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kazoo.exceptions import KazooException
@@ -53,7 +53,7 @@ from streamkit.log.errors import ConfigError
 if TYPE_CHECKING:
     from streamkit.broker.topics import TopicManager
 
-__all__ = ["ClusterNode"]
+__all__ = ["ClusterNode", "ClusterStatus"]
 
 log = logging.getLogger(__name__)
 
@@ -338,7 +338,7 @@ class ClusterNode:
         except ConfigError as exc:
             raise BrokerError(ErrorCode.invalid_config, str(exc)) from exc
         if assignment is None:
-            racks = {b: r.rack for b, r in self.metadata.brokers.items()}
+            racks = await self._live_racks()
             try:
                 assignment = assign_replicas(racks, partitions, replication_factor)
             except AssignmentError as exc:
@@ -356,6 +356,11 @@ class ClusterNode:
         log.info("created topic %s: %d partition(s), replicas %s", name, len(assignment),
                  {p: list(r) for p, r in sorted(assignment.items())})
         return created
+
+    async def _live_racks(self) -> dict[int, str | None]:
+        """The live brokers and their racks, from ZooKeeper itself: this broker's metadata
+        may not have heard yet of a broker that just registered (the controller's would)."""
+        return {b: r.rack for b, r in (await self.zk.brokers()).items()}
 
     def _check_assignment(self, assignment: dict[int, tuple[int, ...]]) -> None:
         if sorted(assignment) != list(range(len(assignment))):
@@ -403,7 +408,7 @@ class ClusterNode:
             new = {old + i: tuple(r) for i, r in enumerate(assignment)}
             self._check_assignment({**topic.partitions, **new})
         else:
-            racks = {b: r.rack for b, r in self.metadata.brokers.items()}
+            racks = await self._live_racks()
             try:
                 new = assign_replicas(racks, count - old, replication, first_partition=old)
             except AssignmentError as exc:
@@ -445,20 +450,24 @@ class ClusterNode:
     def new_topic_id(self) -> uuid.UUID:
         return uuid.uuid4()
 
-    def describe(self) -> dict[str, object]:
-        """For ``streamkit cluster`` and /metrics: brokers, controller, partitions not
-        fully replicated and without a leader."""
+    def describe(self) -> ClusterStatus:
+        """For /metrics: brokers, controller, partitions short of in-sync replicas and
+        without a live leader, as this broker's metadata shows them."""
         md = self.metadata
         under, offline = [], []
         for topic, assignment in md.topics.items():
             for p, replicas in assignment.partitions.items():
                 state = md.states.get((topic, p))
                 if state is None or state.leader < 0 or state.leader not in md.brokers:
-                    offline.append(f"{topic}-{p}")
+                    offline.append((topic, p))
                 elif len(state.isr) < len(replicas):
-                    under.append(f"{topic}-{p}")
-        return {"brokers": sorted(md.brokers), "controller": md.controller,
-                "under_replicated": sorted(under), "offline": sorted(offline)}
+                    under.append((topic, p))
+        return ClusterStatus(sorted(md.brokers), md.controller, sorted(under), sorted(offline))
 
-    def status_json(self) -> str:
-        return json.dumps(self.describe())
+
+@dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    brokers: list[int]
+    controller: int
+    under_replicated: list[TP]
+    offline: list[TP]

@@ -122,6 +122,8 @@ class ReplicaManager:
         self.replicas: dict[TP, Replica] = {}
         self.fetchers: FetcherControl | None = None
         self.fenced = False  # the ZooKeeper session is not usable
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self._seq = itertools.count()
         # Called with (topic, partition, leading) when this broker starts or stops leading a
         # partition: coordinators load or drop their state.
@@ -390,8 +392,13 @@ class ReplicaManager:
         finally:
             if replica.isr_change is asyncio.current_task():
                 replica.isr_change = None
+        shrank = len(isr) < len(state.isr)
+        if shrank:
+            self.isr_shrinks += 1
+        else:
+            self.isr_expands += 1
         log.info("ISR of %s-%d %s from %s to %s: %s", replica.topic, replica.partition,
-                 "shrank" if len(isr) < len(state.isr) else "expanded", list(state.isr), list(isr), why)
+                 "shrank" if shrank else "expanded", list(state.isr), list(isr), why)
         if replica.role is Role.LEADER and replica.leader_epoch == written.leader_epoch:
             replica.state = written
             self._update_hw(replica)

@@ -3,6 +3,7 @@ IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from streamkit.broker.codec import Request
@@ -224,24 +225,49 @@ def _topic_synonyms(d: ConfigDef, override: str | None, broker_value: str, built
     return chain
 
 
-def _describe_topic(state: BrokerState, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
+def _topic_overrides(state: BrokerState, name: str) -> dict[str, str]:
+    """A topic's config overrides: the cluster's (ZooKeeper), or this broker's."""
+    cluster = state.cluster
+    if cluster is not None:
+        if name not in cluster.metadata.topics:
+            raise BrokerError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
+        return dict(cluster.metadata.configs.get(name, {}))
     info = state.topics.get(name)
     if info is None:
         raise BrokerError(ErrorCode.unknown_topic_or_partition, f"topic {name!r} does not exist")
-    effective = state.topics.config_for(name).to_kafka()
+    return dict(info.overrides)
+
+
+async def _set_topic_overrides(state: BrokerState, name: str, overrides: dict[str, str], validate_only: bool) -> None:
+    cluster = state.cluster
+    if cluster is None:
+        state.topics.set_overrides(name, overrides, validate_only)
+        return
+    _topic_overrides(state, name)  # exists
+    try:
+        LogConfig.from_kafka(overrides, base=state.config.topic_defaults)
+    except ConfigError as exc:
+        raise BrokerError(ErrorCode.invalid_config, str(exc)) from exc
+    if not validate_only:
+        await cluster.set_topic_configs(name, overrides)
+
+
+def _describe_topic(state: BrokerState, name: str, keys: set[str] | None, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
+    overrides = _topic_overrides(state, name)
+    effective = LogConfig.from_kafka(overrides, base=state.config.topic_defaults).to_kafka()
     broker_values = state.config.topic_defaults.to_kafka()
     builtin = LogConfig().to_kafka()
     out = []
     for d in TOPIC_CONFIGS:
         if keys is not None and d.name not in keys:
             continue
-        if d.name in info.overrides:
+        if d.name in overrides:
             source = _DYNAMIC_TOPIC
         elif broker_values[d.name] != builtin[d.name]:
             source = _STATIC_BROKER
         else:
             source = _DEFAULT
-        chain = _topic_synonyms(d, effective[d.name] if d.name in info.overrides else None,
+        chain = _topic_synonyms(d, effective[d.name] if d.name in overrides else None,
                                 broker_values[d.name], builtin[d.name]) if synonyms else []
         out.append(_entry(d.name, d.kind, _topic_doc(d), effective[d.name], source, chain, docs))
     return out
@@ -322,12 +348,12 @@ async def describe_configs(state: BrokerState, req: Request, client: ClientInfo)
     return {"throttle_time": 0, "results": results}
 
 
-def _alter(state: BrokerState, r: Any, new_overrides: dict[str, str], validate_only: bool) -> dict[str, Any]:
+async def _alter(state: BrokerState, r: Any, new_overrides: dict[str, str], validate_only: bool) -> dict[str, Any]:
     base = {"resource_type": r.resource_type, "resource_name": r.resource_name}
     kind = int(r.resource_type)
     try:
         if kind == TOPIC_RESOURCE:
-            state.topics.set_overrides(r.resource_name, new_overrides, validate_only)
+            await _set_topic_overrides(state, r.resource_name, new_overrides, validate_only)
         elif kind == GROUP_RESOURCE:
             try:
                 state.group_configs.set_overrides(r.resource_name, new_overrides, validate_only)
@@ -347,7 +373,7 @@ async def alter_configs(state: BrokerState, req: Request, client: ClientInfo) ->
     """AlterConfigs replaces the whole set of a resource's overrides (Kafka's semantics)."""
     body = req.body
     return {"throttle_time": 0, "responses": [
-        _alter(state, r, {c.name: c.value for c in r.configs if c.value is not None}, bool(body.validate_only))
+        await _alter(state, r, {c.name: c.value for c in r.configs if c.value is not None}, bool(body.validate_only))
         for r in body.resources]}
 
 
@@ -400,8 +426,8 @@ async def incremental_alter_configs(state: BrokerState, req: Request, client: Cl
         kind = int(r.resource_type)
         current: dict[str, str] = {}
         if kind == TOPIC_RESOURCE:
-            info = state.topics.get(r.resource_name)
-            current = info.overrides if info else {}
+            with contextlib.suppress(BrokerError):  # a missing topic is reported by _alter
+                current = _topic_overrides(state, r.resource_name)
         elif kind == GROUP_RESOURCE:
             current = state.group_configs.overrides(r.resource_name)
         try:
@@ -410,5 +436,5 @@ async def incremental_alter_configs(state: BrokerState, req: Request, client: Cl
             responses.append({"resource_type": r.resource_type, "resource_name": r.resource_name,
                               "error_code": exc.error_code, "error_message": exc.message})
             continue
-        responses.append(_alter(state, r, overrides, bool(body.validate_only)))
+        responses.append(await _alter(state, r, overrides, bool(body.validate_only)))
     return {"throttle_time": 0, "responses": responses}

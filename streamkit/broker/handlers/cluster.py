@@ -205,7 +205,8 @@ async def _ensure_coordinator_topic(state: BrokerState, cluster: ClusterNode, ke
         await cluster.ensure_internal_topic(OFFSETS_TOPIC, cfg.offsets_topic_num_partitions,
                                             cluster.settings.offsets_topic_replication_factor, {
                                                 "cleanup.policy": "compact",
-                                                "segment.bytes": str(cfg.offsets_topic_segment_bytes)})
+                                                "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+                                                "min.insync.replicas": str(cfg.offsets_topic_min_insync_replicas)})
     elif key_type == _TRANSACTION_KEY:
         await cluster.ensure_internal_topic(
             TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions,

@@ -14,7 +14,7 @@ import struct
 from collections.abc import Awaitable
 from typing import Any
 
-from streamkit.broker.cluster.replica import ReplicaError
+from streamkit.broker.cluster.replica import ReplicaError, Role
 from streamkit.broker.codec import Request
 from streamkit.broker.errors import ErrorCode, error_code_for
 from streamkit.broker.handlers.common import LEADER_EPOCH, Reply, field
@@ -126,6 +126,8 @@ async def produce(state: BrokerState, req: Request, client: ClientInfo) -> Reply
     acks = int(body.acks)
     txn_id = field(body, "transactional_id")
     timeout_ms = int(body.timeout.total_seconds() * 1000) if hasattr(body, "timeout") else 30_000
+    if state.metrics is not None:
+        state.metrics.produces.inc()
     responses = []
     waits: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
     for topic in body.topic_data:
@@ -163,12 +165,23 @@ _REPLICATION_ERRORS = {
 # -- Fetch ---------------------------------------------------------------------------------
 
 
-def _cluster_log(state: BrokerState, topic: str, index: int, epoch: int,
-                 out: dict[str, Any]) -> tuple[PartitionLog | None, dict[str, Any] | None]:
-    """The log this broker leads for (topic, index), or the error answer (with the leader
-    it knows of, so that clients go there at once)."""
+_RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _cluster_log(state: BrokerState, topic: str, index: int, epoch: int, out: dict[str, Any],
+                 replica_id: int, rack: str) -> tuple[PartitionLog | None, dict[str, Any] | None]:
+    """The log this broker reads (topic, index) from, or the answer that sends the client
+    elsewhere: the leader it knows of (NOT_LEADER_OR_FOLLOWER), or, for a consumer in
+    another rack than the leader, the in-sync follower in its rack (KIP-392,
+    ``replica.selector.class=RackAwareReplicaSelector``). A follower serves consumers
+    what it has replicated up to its high watermark."""
     cluster = state.cluster
     assert cluster is not None
+    rack_aware = state.config.replica_selector_class == _RACK_AWARE_SELECTOR and replica_id < 0
+    replica = cluster.replicas.replicas.get((topic, index))
+    if replica is not None and rack_aware and replica.role is Role.FOLLOWER and not cluster.replicas.fenced:
+        code = cluster.replicas.check_epoch(replica, epoch)
+        return (replica.plog, None) if code == ErrorCode.none else (None, {**out, "error_code": code})
     try:
         replica = cluster.replicas.leader(topic, index)
     except ReplicaError as exc:
@@ -180,18 +193,36 @@ def _cluster_log(state: BrokerState, topic: str, index: int, epoch: int,
     code = cluster.replicas.check_epoch(replica, epoch)
     if code != ErrorCode.none:
         return None, {**out, "error_code": code}
+    if rack_aware and rack:
+        preferred = _replica_in_rack(state, replica.isr, rack)
+        if preferred is not None and preferred != cluster.broker_id:
+            plog = replica.plog
+            return None, {**out, "error_code": ErrorCode.none, "preferred_read_replica": preferred,
+                          "high_watermark": plog.high_watermark, "last_stable_offset": plog.last_stable_offset,
+                          "log_start_offset": plog.log_start_offset}
     return replica.plog, None
 
 
+def _replica_in_rack(state: BrokerState, isr: tuple[int, ...], rack: str) -> int | None:
+    """The in-sync replica in ``rack`` (this broker first, then the lowest id), if any."""
+    cluster = state.cluster
+    assert cluster is not None
+    brokers = cluster.metadata.brokers
+    in_rack = sorted(b for b in isr if b in brokers and brokers[b].rack == rack)
+    if not in_rack:
+        return None
+    return cluster.broker_id if cluster.broker_id in in_rack else in_rack[0]
+
+
 def _fetch_partition(state: BrokerState, topic: str, p: Any, budget: int, first: bool,
-                     read_committed: bool, replica_id: int) -> tuple[dict[str, Any], int]:
+                     read_committed: bool, replica_id: int, rack: str) -> tuple[dict[str, Any], int]:
     index = int(p.partition)
     out: dict[str, Any] = {"partition_index": index, "high_watermark": -1, "last_stable_offset": -1,
                            "log_start_offset": -1, "preferred_read_replica": -1,
                            "aborted_transactions": [] if read_committed else None, "records": b""}
     leader_epoch = int(field(p, "current_leader_epoch", -1))
     if state.cluster is not None:
-        plog, error = _cluster_log(state, topic, index, leader_epoch, out)
+        plog, error = _cluster_log(state, topic, index, leader_epoch, out, replica_id, rack)
         if error is not None:
             return error, 0
     else:
@@ -226,17 +257,19 @@ def _fetch_partition(state: BrokerState, topic: str, p: Any, budget: int, first:
 
 def _read_all(state: BrokerState, body: Any, max_bytes: int, read_committed: bool,
               replica_id: int) -> tuple[list[dict[str, Any]], int, bool]:
-    """(topic responses, bytes returned, whether any partition has an error)."""
+    """(topic responses, bytes returned, whether any partition has an error or sends the
+    client to another replica: answered at once, not long-polled)."""
     responses = []
     total = 0
     failed = False
+    rack = str(field(body, "rack_id", "") or "")
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
             part, size = _fetch_partition(state, topic.topic, p, max_bytes - total, total == 0, read_committed,
-                                          replica_id)
+                                          replica_id, rack)
             total += size
-            failed = failed or part["error_code"] != ErrorCode.none
+            failed = failed or part["error_code"] != ErrorCode.none or part["preferred_read_replica"] >= 0
             partitions.append(part)
         responses.append({"topic": topic.topic, "partitions": partitions})
     return responses, total, failed
@@ -270,6 +303,8 @@ async def fetch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     replica_id = _replica_id(body)
     if replica_id >= 0:
         _followers_fetched(state, body, replica_id)
+    if state.metrics is not None:
+        state.metrics.fetches.labels("follower" if replica_id >= 0 else "consumer").inc()
     wait_ms = int(body.max_wait.total_seconds() * 1000)
     deadline = state.clock() + wait_ms
     partitions = [(t.topic, int(p.partition)) for t in body.topics for p in t.partitions]

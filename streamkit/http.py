@@ -1,6 +1,6 @@
 """Serving an ASGI app with uvicorn inside the caller's event loop, on a socket bound first
-(so port 0 gives a known port before anything starts). The worker handles signals itself,
-so uvicorn's own signal capture is turned off."""
+(so port 0 gives a known port before anything starts): Connect's REST API, the broker's
+metrics. The process handles signals itself, so uvicorn's own signal capture is off."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class _Server(uvicorn.Server):
 
 
 class HttpServer:
-    def __init__(self, app: Any, host: str, port: int) -> None:
+    def __init__(self, app: Any, host: str, port: int, what: str = "the REST API") -> None:
         self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -30,7 +30,7 @@ class HttpServer:
         except OSError as exc:
             self._sock.close()
             where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            raise OSError(exc.errno, f"the REST API cannot listen on {where}: {exc.strerror}") from exc
+            raise OSError(exc.errno, f"{what} cannot listen on {where}: {exc.strerror}") from exc
         self.host = host
         self.port = int(self._sock.getsockname()[1])
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
@@ -44,11 +44,11 @@ class HttpServer:
         return f"http://{host}:{self.port}"
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]), name="connect-rest")
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]), name="http-server")
         while not self._server.started:
             if self._task.done():
                 self._task.result()
-                raise RuntimeError("the REST server stopped while starting")
+                raise RuntimeError("the HTTP server stopped while starting")
             await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
