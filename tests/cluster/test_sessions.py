@@ -1,0 +1,60 @@
+"""ZooKeeper sessions failing in ordinary ways, on a real cluster: a leader paused past its
+session timeout (a long GC pause, SIGSTOP), and a broker restarted before its old session
+expired."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamkit.testing import ZooKeeperServer
+from streamkit.testing_cluster import BrokerCluster
+from streamkit.testing_history import History, full_read
+
+from .workload import ProducerLoad, create_topic, eventually, isr, leader_of
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+CLUSTER_CONFIG = {"replica.lag.time.max.ms": "2000", "min.insync.replicas": "2"}
+SESSION_S = 4  # CLUSTER_TEST_SETTINGS' zookeeper.session.timeout.ms
+
+
+def test_the_cluster_lives_under_its_chroot(cluster: BrokerCluster, zookeeper: ZooKeeperServer) -> None:
+    """zookeeper.connect's chroot is created when missing, as Kafka creates it."""
+    with zookeeper.client() as client:
+        assert sorted(client.get_children(f"{cluster.chroot}/brokers/ids")) == ["0", "1", "2"]
+        assert client.exists(f"{cluster.chroot}/controller") is not None
+
+
+def test_a_leader_paused_past_its_session_stops_leading_until_confirmed(cluster: BrokerCluster) -> None:
+    topic = "paused-leader"
+    create_topic(cluster.bootstrap, topic, partitions=1, replication=3)
+    leader = leader_of(cluster.bootstrap, topic)
+    history = History()
+    load = ProducerLoad(cluster.bootstrap, topic, history).start()
+    acked = load.wait_acked(100)
+    cluster.pause(leader)
+    try:
+        others = [b for b in range(3) if b != leader]
+        eventually(lambda: leader_of(cluster[others[0]].bootstrap, topic) in others,
+                   "a new leader elected after the session expired", timeout=SESSION_S * 5)
+        acked = load.wait_acked(acked + 100)
+    finally:
+        cluster.resume(leader)
+    eventually(lambda: "registered again after its ZooKeeper session expired" in cluster.log_tail(leader, 400),
+               "the paused broker to register again")
+    eventually(lambda: len(isr(cluster.bootstrap, topic)) == 3, "the old leader back in the ISR as a follower")
+    load.wait_acked(acked + 100)
+    load.stop()
+    history.add_read(full_read(cluster.bootstrap, topic, final=True))
+    report = history.check()
+    assert report.ok, str(report)
+
+
+def test_a_broker_restarted_before_its_session_expired_waits_for_it(cluster: BrokerCluster) -> None:
+    topic = "quick-restart"
+    create_topic(cluster.bootstrap, topic, partitions=1, replication=3)
+    broker = next(b for b in range(3) if b != leader_of(cluster.bootstrap, topic))
+    cluster.kill(broker)
+    cluster.start(broker, timeout_s=SESSION_S * 5)  # ready once registered: after the old session expired
+    assert "is still registered in ZooKeeper" in cluster.log_tail(broker, 200)
+    eventually(lambda: broker in isr(cluster.bootstrap, topic), "the restarted broker back in the ISR")
