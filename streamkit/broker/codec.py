@@ -101,7 +101,10 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    43: (0, 2),  # ElectLeaders (v1+: preferred or unclean)
     44: (0, 1),  # IncrementalAlterConfigs
+    45: (0, 0),  # AlterPartitionReassignments (KIP-455)
+    46: (0, 0),  # ListPartitionReassignments
     60: (0, 0),  # DescribeCluster
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions (v2 adds a regular-expression filter)

@@ -136,6 +136,7 @@ class Controller:
         self._restarted: set[int] = set()  # brokers whose leaderships await confirmation
         self._shutting_down: set[int] = set()
         self._preferred: set[TP] = set()
+        self._unclean: set[TP] = set()  # unclean elections asked for (ElectLeaders UNCLEAN)
         # What this controller wrote, until the metadata (ZooKeeper's watches) catches up:
         # the shared metadata is the sync's to update, so that every broker, this one
         # included, learns of a change the same way.
@@ -210,9 +211,10 @@ class Controller:
                 if state is None:
                     state = await self.zk.partition_state(topic, partition)
                 preferred = (topic, partition) in self._preferred
-                decision = plan_partition(topic, partition, replicas, state, live, restarted,
-                                          self._shutting_down, unclean, self.epoch, preferred)
+                decision = plan_partition(topic, partition, replicas, state, live, restarted, self._shutting_down,
+                                          unclean or (topic, partition) in self._unclean, self.epoch, preferred)
                 self._preferred.discard((topic, partition))
+                self._unclean.discard((topic, partition))
                 if decision is None:
                     continue
                 if not await self._write(decision):
@@ -268,7 +270,10 @@ class Controller:
         got = await zk.get(PREFERRED_ELECTION, self.poke)
         if got is not None:
             for entry in (decode_json(got[0]) or {}).get("partitions", []):
-                self._preferred.add((str(entry["topic"]), int(entry["partition"])))
+                tp = (str(entry["topic"]), int(entry["partition"]))
+                # election_type 1 (ours, from ElectLeaders UNCLEAN): a live replica out of
+                # the ISR may lead an offline partition.
+                (self._unclean if int(entry.get("election_type", 0)) == 1 else self._preferred).add(tp)
             await zk.delete(PREFERRED_ELECTION)
         got = await zk.get(REASSIGN, self.poke)
         if got is not None:

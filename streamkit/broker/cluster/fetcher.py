@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from streamkit.broker.cluster.client import BrokerUnavailable, PeerClient
 from streamkit.broker.cluster.metadata import ClusterMetadata
 from streamkit.broker.cluster.replica import Replica, Role
 from streamkit.broker.cluster.settings import ClusterSettings
+from streamkit.broker.cluster.throttle import Throttle
 from streamkit.broker.errors import ErrorCode
 from streamkit.log.errors import LogError
 
@@ -102,6 +104,10 @@ class _LeaderFetcher:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.changed.wait(), seconds)
 
+    def _throttled(self, followed: _Followed) -> bool:
+        replica = followed.replica
+        return replica.plog.config.follower_throttled(replica.partition, self.manager.broker_id)
+
     # -- truncation ----------------------------------------------------------------------------
 
     async def _truncate(self, client: PeerClient) -> None:
@@ -150,7 +156,10 @@ class _LeaderFetcher:
     async def _fetch(self, client: PeerClient) -> bool:
         """One fetch; False when nothing could be fetched (back off)."""
         settings = self.manager.settings
-        ready = [f for f in self.partitions.values() if f.truncated]
+        throttle = self.manager.throttle
+        held = throttle.limited and throttle.exceeded()
+        ready = [f for f in self.partitions.values() if f.truncated
+                 and not (held and self._throttled(f))]
         if not ready:
             return False
         by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -196,6 +205,8 @@ class _LeaderFetcher:
         if replica.role is not Role.FOLLOWER or replica.leader_epoch != followed.leader_epoch:
             return False
         records = p.records
+        if records and self.manager.throttle.limited and self._throttled(followed):
+            self.manager.throttle.record(len(records))
         if records:
             try:
                 plog.append_replica(records)
@@ -221,8 +232,9 @@ class FetcherManager:
     them as its leader changes (``ReplicaManager`` calls them)."""
 
     def __init__(self, broker_id: int, metadata: ClusterMetadata, settings: ClusterSettings,
-                 notify: Callable[[TP], None]) -> None:
+                 notify: Callable[[TP], None], throttle: Throttle | None = None) -> None:
         self.broker_id = broker_id
+        self.throttle = throttle or Throttle(0, time.monotonic)
         self.metadata = metadata
         self.settings = settings
         self.notify = notify

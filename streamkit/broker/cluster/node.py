@@ -36,6 +36,7 @@ from streamkit.broker.cluster.fetcher import FetcherManager
 from streamkit.broker.cluster.metadata import ClusterMetadata, MetadataSync
 from streamkit.broker.cluster.replica import Replica, ReplicaManager, Role
 from streamkit.broker.cluster.settings import ClusterSettings
+from streamkit.broker.cluster.throttle import Throttle
 from streamkit.broker.cluster.zk import SessionEvent, StaleState, TopicExists, ZkClient
 from streamkit.broker.cluster.zkdata import (
     CONTROLLED_SHUTDOWN,
@@ -78,7 +79,11 @@ class ClusterNode:
                            settings.zookeeper_connection_timeout_ms)
         self.metadata = ClusterMetadata()
         self.replicas = ReplicaManager(self.broker_id, self.zk, clock, notify, settings.replica_lag_time_max_ms)
-        self.fetchers = FetcherManager(self.broker_id, self.metadata, settings, notify)
+        # Replication quotas (throttle.py): what this broker sends to throttled followers as
+        # their leader, and what it fetches for its own throttled follower replicas.
+        self.leader_throttle = Throttle(settings.leader_replication_throttled_rate, time.monotonic)
+        self.follower_throttle = Throttle(settings.follower_replication_throttled_rate, time.monotonic)
+        self.fetchers = FetcherManager(self.broker_id, self.metadata, settings, notify, self.follower_throttle)
         self.replicas.fetchers = self.fetchers
         self.sync = MetadataSync(self.zk, self.metadata, self)
         self.controller: Controller | None = None
@@ -311,8 +316,7 @@ class ClusterNode:
             if state is not None:
                 self.replicas.apply(replica, state)
         for p in mine:
-            replica = self.replicas.replicas[(topic, p)]
-            replica.replicas = assignment.partitions[p]
+            self.replicas.reassigned(self.replicas.replicas[(topic, p)], assignment.partitions[p])
 
     def _unhost(self, topic: str, partition: int) -> None:
         replica = self.replicas.remove((topic, partition))
@@ -344,7 +348,7 @@ class ClusterNode:
             except AssignmentError as exc:
                 raise BrokerError(ErrorCode.invalid_replication_factor, str(exc)) from exc
         else:
-            self._check_assignment(assignment)
+            await self._check_assignment(assignment)
         created = TopicAssignment(uuid.uuid4(), assignment)
         if validate_only:
             return created
@@ -362,16 +366,17 @@ class ClusterNode:
         may not have heard yet of a broker that just registered (the controller's would)."""
         return {b: r.rack for b, r in (await self.zk.brokers()).items()}
 
-    def _check_assignment(self, assignment: dict[int, tuple[int, ...]]) -> None:
+    async def _check_assignment(self, assignment: dict[int, tuple[int, ...]]) -> None:
         if sorted(assignment) != list(range(len(assignment))):
             raise BrokerError(ErrorCode.invalid_replica_assignment, "partitions must be numbered 0..n-1")
+        live = await self._live_racks()
         sizes = {len(r) for r in assignment.values()}
         if len(sizes) != 1:
             raise BrokerError(ErrorCode.invalid_replica_assignment, "every partition needs as many replicas")
         for p, replicas in assignment.items():
             if len(set(replicas)) != len(replicas):
                 raise BrokerError(ErrorCode.invalid_replica_assignment, f"partition {p} lists a broker twice")
-            unknown = [r for r in replicas if r not in self.metadata.brokers]
+            unknown = [r for r in replicas if r not in live]
             if unknown:
                 raise BrokerError(ErrorCode.invalid_replica_assignment,
                                   f"partition {p} is assigned to broker(s) {unknown}, which are not registered")
@@ -406,7 +411,7 @@ class ClusterNode:
         replication = len(next(iter(topic.partitions.values()), ()))
         if assignment is not None:
             new = {old + i: tuple(r) for i, r in enumerate(assignment)}
-            self._check_assignment({**topic.partitions, **new})
+            await self._check_assignment({**topic.partitions, **new})
         else:
             racks = await self._live_racks()
             try:

@@ -140,6 +140,22 @@ class ReplicaManager:
             self._stop_role(replica, "the replica was removed from this broker")
         return replica
 
+    def reassigned(self, replica: Replica, replicas: tuple[int, ...]) -> None:
+        """The partition's replicas changed (a reassignment adds the new ones first, then
+        drops the old): as leader, track the new followers' progress so that they can
+        join the ISR, and forget the removed ones."""
+        if replicas == replica.replicas:
+            return
+        replica.replicas = replicas
+        if replica.role is not Role.LEADER:
+            return
+        now = self.clock()
+        for r in replicas:
+            if r != self.broker_id and r not in replica.followers:
+                replica.followers[r] = FollowerProgress(last_caught_up_ms=now, last_fetch_ms=now)
+        for r in [r for r in replica.followers if r not in replicas]:
+            del replica.followers[r]
+
     def apply(self, replica: Replica, state: PartitionState) -> None:
         """Act on a partition state from ZooKeeper (a watch, the controller's write, or the
         answer to our own compare-and-set)."""

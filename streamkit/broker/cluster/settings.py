@@ -34,6 +34,8 @@ class ClusterSettings:
     auto_leader_rebalance_enable: bool = True
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
+    leader_replication_throttled_rate: int = 2**63 - 1
+    follower_replication_throttled_rate: int = 2**63 - 1
 
     @classmethod
     def from_config(cls, config: Any) -> ClusterSettings:

@@ -446,6 +446,14 @@ class ZkClient:
         except NodeExistsError:
             return False
 
+    async def set_if(self, path: str, data: bytes, version: int) -> bool:
+        """Compare-and-set ``path``'s data over ``version``; False when it changed (or went)."""
+        try:
+            await self._blocking(self.client.set, path, data, version)
+            return True
+        except (BadVersionError, NoNodeError):
+            return False
+
     async def set(self, path: str, data: bytes) -> None:
         try:
             await self._blocking(self.client.set, path, data)

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from streamkit.broker.handlers import admin, cluster, consumer_groups, data, groups, share, txn
+from streamkit.broker.handlers import (
+    admin,
+    cluster,
+    consumer_groups,
+    data,
+    groups,
+    leaders,
+    share,
+    txn,
+)
 from streamkit.broker.handlers.common import Handler
 
 __all__ = ["HANDLERS"]
@@ -35,7 +44,10 @@ HANDLERS: dict[int, Handler] = {
     33: admin.alter_configs,
     37: admin.create_partitions,
     42: groups.delete_groups,
+    43: leaders.elect_leaders,
     44: admin.incremental_alter_configs,
+    45: leaders.alter_partition_reassignments,
+    46: leaders.list_partition_reassignments,
     60: cluster.describe_cluster,
     65: txn.describe_transactions,
     66: txn.list_transactions,

@@ -240,6 +240,12 @@ def _fetch_partition(state: BrokerState, topic: str, p: Any, budget: int, first:
     limit = min(int(p.partition_max_bytes), budget)
     # A follower copies everything the leader has; a consumer reads what is replicated.
     upper = plog.log_end_offset if replica_id >= 0 else lso if read_committed else hw
+    throttle = None
+    if replica_id >= 0 and state.cluster is not None and state.cluster.leader_throttle.limited \
+            and plog.config.leader_throttled(index, replica_id):
+        throttle = state.cluster.leader_throttle
+        if throttle.exceeded():
+            return {**out, "error_code": ErrorCode.none}, 0  # held back: leader.replication.throttled.rate
     if limit <= 0 or offset >= upper:
         return {**out, "error_code": ErrorCode.none}, 0
     try:
@@ -248,6 +254,8 @@ def _fetch_partition(state: BrokerState, topic: str, p: Any, budget: int, first:
         return {**out, "error_code": error_code_for(exc)}, 0
     if len(data) > limit and not first:
         data = b""  # only the response's first partition may exceed the limits (KIP-74)
+    if throttle is not None:
+        throttle.record(len(data))
     if read_committed and data:
         out["aborted_transactions"] = [
             {"producer_id": a.producer_id, "first_offset": a.first_offset}
