@@ -61,12 +61,16 @@ overrides). If Tansu cannot be had, the run says why and goes on with streamkit 
    group.consumer.heartbeat.interval.ms); the classic first-join delay
    (group.initial.rebalance.delay.ms) is excluded by warming the group up first.
    ``--rebalance-only`` runs only this part.
+8. Replication (``--replication``, see ``_replication.py``): on a 3-broker cluster, produce
+   with replication factor 3 and acks=all beside replication factor 1 and acks=1, and the
+   time from a leader's SIGKILL or controlled shutdown to the first write its successor
+   acknowledges.
 
 Usage: python benchmarks/broker_bench.py [--records N] [--skip-tansu] [--prefill-gib X]
            [--latency-rate R] [--latency-seconds S] [--latency-linger 0,1,5] [--trials T]
            [--data-dir DIR] [--profile DIR] [--large-log-only] [--transactions-only]
            [--share-only] [--share-records N]
-           [--rebalance-only] [--rebalance-members N]
+           [--rebalance-only] [--rebalance-members N] [--replication]
 
 ``--profile DIR`` runs py-spy (``pip install py-spy``) on the streamkit broker during the
 first round's produce and consume and prints its hottest functions (raw stacks kept in DIR).
@@ -103,6 +107,7 @@ from streamkit.testing import BrokerProcess
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _tansu
 from _machine import cpu_seconds, machine_load, read_collapsed
+from _replication import report_replication, run_replication
 from _share import report_share, share_rounds
 
 MIB = 1024 * 1024
@@ -752,6 +757,11 @@ def main() -> int:
         help="run only the transactional produce comparison (streamkit only)",
     )
     parser.add_argument(
+        "--replication",
+        action="store_true",
+        help="run only the replication part on a 3-broker cluster with ZooKeeper (see _replication.py)",
+    )
+    parser.add_argument(
         "--share-only",
         action="store_true",
         help="run only the share-group vs classic consumer group comparison (streamkit only)",
@@ -810,6 +820,12 @@ def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], obje
         print(f"\ntransactions: {args.records:,} x {VALUE_SIZE}-byte records per round, "
               f"{args.trials} interleaved rounds", flush=True)
         report_transactions(args.records, transaction_rounds(sk, args.records, args.trials))
+        print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
+        return 0
+    if args.replication:
+        print(f"\nreplication: {args.records:,} x {VALUE_SIZE}-byte records per round, {args.trials} rounds",
+              flush=True)
+        report_replication(args.records, run_replication(args.records, args.trials, produce_run, work))
         print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
         return 0
     if args.share_only:
