@@ -17,6 +17,7 @@ streamkit only (``broker_bench.py --replication``).
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 import threading
@@ -102,7 +103,7 @@ def _failover(cluster: BrokerCluster, topic: str, stop: Callable[[int], object])
     producer.flush(30)
     times = [at, *sorted(acked for _sent, acked in acks if acked > at)]
     cluster.start(leader)
-    return max(b - a for a, b in zip(times, times[1:], strict=False)) if len(times) > 1 else float("nan")
+    return max(b - a for a, b in itertools.pairwise(times)) if len(times) > 1 else float("nan")
 
 
 def run_replication(records: int, trials: int, produce: Callable[..., Any], work: Path | None = None) -> ReplicationResult:
