@@ -150,8 +150,8 @@ def broker(
 
 BootstrapOption = typer.Option(
     "127.0.0.1:9092", "--bootstrap-server", "-b", metavar="HOST:PORT[,...]", envvar="STREAMKIT_BOOTSTRAP_SERVER",
-    help="host:port of any Kafka-protocol broker (streamkit or Apache Kafka); several, comma-separated, "
-         "for a cluster.",
+    help="host:port of any Kafka-protocol broker (streamkit or Apache Kafka); of a cluster, several "
+         "separated by commas.",
 )
 topics_app = _typer(help="Create, list, describe, delete and configure topics.")
 groups_app = _typer(help="List and describe consumer groups; reset their offsets.")
@@ -294,11 +294,11 @@ def _separator(text: str | None) -> str | None:
 
 @app.command()
 def cluster(bootstrap: str = BootstrapOption) -> None:
-    """Show the cluster: its brokers, the controller, and the partitions under-replicated
-    or offline.
+    """Show brokers, controller, partitions short of replicas.
 
-    An under-replicated partition has fewer in-sync replicas than replicas; an offline one
-    has no live leader. Works against Apache Kafka too (from Metadata)."""
+    Lists the brokers with the controller, and the partitions under-replicated (fewer
+    in-sync replicas than replicas) or offline (no live leader). Works against Apache Kafka
+    too (from Metadata)."""
     from streamkit.clients.admin import describe_cluster
 
     d = _run(describe_cluster(bootstrap))

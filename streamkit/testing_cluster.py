@@ -36,6 +36,7 @@ Each broker may run on its own network namespace: ``hosts=[net["b0"], net["b1"],
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -174,12 +175,26 @@ class BrokerCluster:
         return {i: self.brokers[i].wait(timeout_s) for i in running}
 
     def heal(self, timeout_s: float = 60) -> BrokerCluster:
-        """Resume every paused broker and start every one that is down: all n run again
-        (between tests on one cluster)."""
+        """Resume every paused broker and start every one that is down, and wait until
+        every broker's metadata lists all n as live (a resumed broker whose ZooKeeper
+        session expired registers again first): the cluster is whole again (between tests
+        on one cluster)."""
         for broker in self.brokers:
             if broker.paused:
                 broker.resume()
-        return self.start_all(timeout_s)
+        self.start_all(timeout_s)
+        if self.zookeeper_connect is None:
+            return self
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout_s
+        for broker in self.brokers:
+            client = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+            while len(client.list_topics(timeout=timeout_s).brokers) < len(self.brokers):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the cluster is not whole again after {timeout_s} s")
+                time.sleep(0.05)
+        return self
 
     def kill_all(self) -> None:
         for broker in self.brokers:

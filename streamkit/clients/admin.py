@@ -118,6 +118,8 @@ async def create_topic(bootstrap: str, name: str, partitions: int, configs: dict
     """``replication_factor`` -1: the broker's default.replication.factor."""
     topic_name(name)
     async with admin_client(bootstrap) as admin:
+        if replication_factor == -1:
+            replication_factor = await _default_replication_factor(admin)
         response = await admin.create_topics([NewTopic(name, partitions, replication_factor,
                                                        topic_configs=configs)])
     for topic_error in response.topic_errors:  # (name, code, message)
@@ -127,6 +129,23 @@ async def create_topic(bootstrap: str, name: str, partitions: int, configs: dict
         message = topic_error[2] if len(topic_error) > 2 else None
         if code:
             raise ClientError(f"cannot create {name}: {message or for_code(code).__name__}")
+
+
+async def _default_replication_factor(admin: AIOKafkaAdminClient) -> int:
+    """A broker's default.replication.factor (what CreateTopics v4+ applies for -1; asked
+    for, because the client sends older versions): 1 if the broker does not say."""
+    cluster = await admin.describe_cluster()
+    brokers = sorted(int(b["node_id"]) for b in cluster.get("brokers", []))
+    if not brokers:
+        return 1
+    responses = await admin.describe_configs(
+        [ConfigResource(ConfigResourceType.BROKER, str(brokers[0]), {"default.replication.factor": None})])
+    for response in responses:
+        for resource in response.resources:
+            for entry in resource[4]:
+                if entry[0] == "default.replication.factor" and str(entry[1]).isdigit():
+                    return int(entry[1])
+    return 1
 
 
 async def delete_topic(bootstrap: str, name: str) -> None:

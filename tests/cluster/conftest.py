@@ -54,3 +54,16 @@ def _module_cluster(zookeeper: ZooKeeperServer, request: pytest.FixtureRequest,
 @pytest.fixture
 def cluster(_module_cluster: BrokerCluster) -> BrokerCluster:
     return _module_cluster.heal()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    """A failed cluster test's report ends with every broker's log tail: what the cluster
+    did is most of what there is to know."""
+    report = yield
+    if report.failed and call.when == "call":
+        cluster = item.funcargs.get("cluster") if hasattr(item, "funcargs") else None
+        if isinstance(cluster, BrokerCluster):
+            for i in range(len(cluster)):
+                report.sections.append((f"broker {i} log", cluster.log_tail(i, 80)))
+    return report

@@ -35,12 +35,21 @@ def test_an_isolated_leader_loses_nothing_acknowledged(tmp_path: Path, need_zook
     with Network(["b0", "b1", "b2"]) as net, ZooKeeperServer(tmp_path / "zk", host=net.gateway) as zk, \
             BrokerCluster(zk, 3, tmp_path / "cluster", hosts=[net["b0"], net["b1"], net["b2"]],
                           config={"replica.lag.time.max.ms": "2000", "min.insync.replicas": "2"}) as cluster:
+        try:
+            _run(cluster, net, zk)
+        except AssertionError as exc:
+            logs = "\n".join(f"--- broker {i} ---\n{cluster.log_tail(i, 60)}" for i in range(3))
+            raise AssertionError(f"{exc}\n{logs}") from None
+
+
+def _run(cluster: BrokerCluster, net: Network, zk: ZooKeeperServer) -> None:
+    if True:
         topic = "partitioned"
         create_topic(cluster.bootstrap, topic, partitions=1, replication=3)
         leader = leader_of(cluster.bootstrap, topic)
         others = [b for b in range(3) if b != leader]
         history = History()
-        load = ProducerLoad(cluster.bootstrap, topic, history, config={"message.timeout.ms": 120_000}).start()
+        load = ProducerLoad(cluster.bootstrap, topic, history).start()
         acked = load.wait_acked(200)
         net[f"b{leader}"].cut()
         try:

@@ -91,7 +91,7 @@ class _LeaderFetcher:
                 if not await self._fetch(client):
                     await self._pause(backoff)
             except BrokerUnavailable as exc:
-                log.debug("fetching from broker %d: %s", self.leader, exc)
+                log.info("fetching from broker %d failed (%s); retrying", self.leader, exc)
                 await self._pause(backoff)
             except asyncio.CancelledError:
                 raise

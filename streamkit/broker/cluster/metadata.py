@@ -145,7 +145,8 @@ class MetadataSync:
                     log.exception("metadata: reading %s failed", key)
                     await asyncio.sleep(0.5)
                     continue
-                self._dirty.pop(key, None)
+                # Not popped here: _refresh pops the key before it reads (so that a watch
+                # firing during the read marks it dirty again, and it is read again).
             if not self.metadata.synced:
                 self.metadata.synced = True
                 self._synced.set()
