@@ -446,6 +446,14 @@ class ZkClient:
         except NodeExistsError:
             return False
 
+    async def compare_and_set(self, path: str, data: bytes, version: int) -> bool:
+        """Write ``data`` over version ``version`` of ``path``; False when it changed since."""
+        try:
+            await self._blocking(self.client.set, path, data, version)
+        except (BadVersionError, NoNodeError):
+            return False
+        return True
+
     async def set(self, path: str, data: bytes) -> None:
         try:
             await self._blocking(self.client.set, path, data)
