@@ -339,7 +339,7 @@ def _commit_raw(bootstrap: str, group: str, topic: str, offset: int) -> ErrorCod
 
 
 def test_an_offset_commit_is_answered_once_replicated(cluster: BrokerCluster) -> None:
-    """With both followers of the group's __consumer_offsets partition stalled, no commit is
+    """Only the coordinator takes the group's commits. With both followers of the group's __consumer_offsets partition stalled, no commit is
     acknowledged: the coordinator waits for them, the ISR shrinks below
     min.insync.replicas, and the commit fails (COORDINATOR_NOT_AVAILABLE, retriable)."""
     topic, group = "durable-commits", "durable-group"
@@ -350,6 +350,8 @@ def test_an_offset_commit_is_answered_once_replicated(cluster: BrokerCluster) ->
     eventually(lambda: _commit_raw(cluster[coordinator].bootstrap, group, topic, 1) == ErrorCode.none,
                "a first commit")
     followers = [b for b in range(3) if b != coordinator]
+    # The others do not coordinate the group: the client is sent to find its coordinator.
+    assert _commit_raw(cluster[followers[0]].bootstrap, group, topic, 1) == ErrorCode.not_coordinator
     for b in followers:
         cluster.pause(b)
     try:

@@ -187,7 +187,7 @@ class TransactionCoordinator:
         self.owned.activate(partition)
         for md in loaded.values():
             if md.state.is_preparing:
-                log.info("completing transaction %r (%s) its last coordinator left", md.transactional_id,
+                log.info("completing transaction %r (%s) left by its last coordinator", md.transactional_id,
                          md.state.kafka_name)
                 self._write_markers(md)
 
