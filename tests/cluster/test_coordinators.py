@@ -6,7 +6,9 @@ new coordinator, which loaded the state, and that nothing a client was told is l
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import json
 import time
 from typing import Any
 
@@ -23,7 +25,11 @@ from kio.schema.offset_commit.v8.request import (
 from kio.schema.types import GroupId, ProducerId, TopicName
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
+from streamkit.broker.cluster.producer_ids import BLOCK_SIZE, ZkProducerIds
+from streamkit.broker.cluster.zk import ZkClient
+from streamkit.broker.cluster.zkdata import PRODUCER_ID_BLOCK, ProducerIdBlock
 from streamkit.broker.group.records import partition_for_group
+from streamkit.testing import ZooKeeperServer
 from streamkit.testing_cluster import BrokerCluster
 from streamkit.testing_history import History, full_read
 from tests.integration.util import call, connect
@@ -325,6 +331,35 @@ def test_producer_ids_are_unique_across_brokers(cluster: BrokerCluster) -> None:
     by_broker = {b: {i // 1000 for i in ids[b::3][:5]} for b in range(3)}
     assert all(len(blocks) == 1 for blocks in by_broker.values()), by_broker
     assert len({next(iter(blocks)) for blocks in by_broker.values()}) == 3  # one block each
+
+
+def test_brokers_taking_producer_id_blocks_at_once_never_share_one(zookeeper: ZooKeeperServer) -> None:
+    """Many blocks taken concurrently by several brokers through one znode: each
+    compare-and-set that loses reads again, so every block is distinct, and they follow each
+    other without a gap; the znode holds Kafka's JSON."""
+    async def scenario() -> tuple[list[ProducerIdBlock], bytes]:
+        clients = [ZkClient(f"{zookeeper.address}/pid-blocks", 4000, 10_000) for _ in range(3)]
+        for client in clients:
+            await client.start()
+        try:
+            allocators = [ZkProducerIds(broker) for broker in range(3)]
+            for allocator, client in zip(allocators, clients, strict=True):
+                allocator.zk = client
+            blocks = await asyncio.gather(*(a.take() for a in allocators for _ in range(8)))
+            stored = await clients[0].get(PRODUCER_ID_BLOCK)
+            assert stored is not None
+            return list(blocks), stored[0]
+        finally:
+            for client in clients:
+                await client.stop()
+
+    blocks, stored = asyncio.run(scenario())
+    starts = sorted(b.start for b in blocks)
+    assert starts == [i * BLOCK_SIZE for i in range(24)]
+    assert all(b.end == b.start + BLOCK_SIZE - 1 for b in blocks)
+    last = json.loads(stored)
+    assert last["version"] == 1 and last["block_start"] == str(23 * BLOCK_SIZE)
+    assert last["block_end"] == str(24 * BLOCK_SIZE - 1) and last["broker"] in (0, 1, 2)
 
 
 def _commit_raw(bootstrap: str, group: str, topic: str, offset: int) -> ErrorCode:
