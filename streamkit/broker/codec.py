@@ -96,6 +96,7 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     24: (0, 3),  # AddPartitionsToTxn (v4+ is the broker-to-broker batch form)
     25: (0, 3),  # AddOffsetsToTxn (v4+: transaction version 2, per-transaction epochs)
     26: (0, 3),  # EndTxn (v4+: transaction version 2)
+    27: (1, 1),  # WriteTxnMarkers (between brokers; v2 adds the transaction version)
     28: (0, 3),  # TxnOffsetCommit (v4+: transaction version 2)
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs

@@ -227,6 +227,8 @@ class BrokerConfig:
     offsets_topic_replication_factor: int = 3
     offsets_topic_min_isr: int | None = None
     metrics_listener: str = ""
+    offsets_commit_timeout_ms: int = 5000
+    request_timeout_ms: int = 30000
     transaction_state_log_replication_factor: int = 3
     transaction_state_log_min_isr: int = 2
     share_coordinator_state_topic_replication_factor: int = 3

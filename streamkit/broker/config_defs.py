@@ -225,6 +225,14 @@ _CLUSTER: tuple[ConfigDef, ...] = (
               "[streamkit; Kafka has no such setting] the min.insync.replicas of the offsets topic "
               "(unset: the broker's min.insync.replicas, which Kafka's offsets topic takes)",
               _at_least(1)),
+    ConfigDef("offsets.commit.timeout.ms", "offsets_commit_timeout_ms", "int", 5000, None,
+              "Offset commit will be delayed until all replicas for the offsets topic receive the "
+              "commit or this timeout is reached. This is similar to the producer request timeout. "
+              "(streamkit: also the share-group state writes)", _at_least(1)),
+    ConfigDef("request.timeout.ms", "request_timeout_ms", "int", 30000, None,
+              "The configuration controls the maximum amount of time the client will wait for the "
+              "response of a request. (streamkit: how long a transaction state write waits for its "
+              "replication, and a WriteTxnMarkers request for its answer)", _at_least(1)),
     ConfigDef("transaction.state.log.replication.factor", "transaction_state_log_replication_factor",
               "int", 3, None,
               "The replication factor for the transaction topic (set higher to ensure "

@@ -2,18 +2,29 @@
 
 Ids are handed out from a block; the block's end is persisted before any id from it is used,
 so a restarted broker never repeats an id (Kafka's ProducerIdManager does the same with
-blocks from the controller).
+blocks from the controller). A cluster member takes its blocks from ZooKeeper instead
+(``cluster/producer_ids.py``), so that no two brokers hand out the same id.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 from streamkit.log.checkpoint import write_atomically
 
-__all__ = ["ProducerIds"]
+__all__ = ["ProducerIdSource", "ProducerIds", "ProducerIdsUnavailable"]
 
 _BLOCK = 1000
+
+
+class ProducerIdsUnavailable(Exception):
+    """No producer id can be handed out yet (a cluster member waiting for its next block):
+    InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS, which clients retry, as Kafka does."""
+
+
+class ProducerIdSource(Protocol):
+    def next_id(self) -> int: ...
 
 
 class ProducerIds:

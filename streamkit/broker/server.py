@@ -13,14 +13,17 @@ import contextlib
 import logging
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from streamkit.broker.build import build
+from streamkit.broker.cluster.markers import MarkerSender
 from streamkit.broker.cluster.node import ClusterNode
+from streamkit.broker.cluster.producer_ids import ZkProducerIds
 from streamkit.broker.cluster.settings import ClusterSettings
 from streamkit.broker.codec import Disposition, FrameError, Request, disposition, response_type_for
 from streamkit.broker.config import BrokerConfig
+from streamkit.broker.coordinators import Coordinators
 from streamkit.broker.error_reply import error_response
 from streamkit.broker.framing import Connection
 from streamkit.broker.group.consumer_group import ConsumerGroups, ConsumerSettings
@@ -29,6 +32,8 @@ from streamkit.broker.group.group import GroupSettings
 from streamkit.broker.group.runtime import GroupRuntime
 from streamkit.broker.group_configs import GroupConfigStore
 from streamkit.broker.handlers import HANDLERS
+from streamkit.broker.internal_store import InternalStore
+from streamkit.broker.markers import MarkerAppender
 from streamkit.broker.memory import RequestMemory
 from streamkit.broker.metrics import BrokerMetrics
 from streamkit.broker.producers import ProducerIds
@@ -44,12 +49,9 @@ from streamkit.broker.txn.coordinator import (
 from streamkit.broker.waiters import AppendWaiters
 from streamkit.dirlock import DirectoryLock
 from streamkit.http import HttpServer
-from streamkit.log.batch import BatchHeader, iter_batch_spans
 from streamkit.log.checkpoint import CHECKPOINT, CLEAN_SHUTDOWN, write_atomically
 from streamkit.log.manager import LogManager
-from streamkit.log.partition import PartitionLog, wall_clock_ms
-from streamkit.log.producer_state import AppendOrigin
-from streamkit.log.records import ControlType, Record, build_control_batch, decode_batch
+from streamkit.log.partition import wall_clock_ms
 from streamkit.tasks import cancel_and_wait
 
 __all__ = ["Broker"]
@@ -60,68 +62,6 @@ _READ_SIZE = 1 << 20
 _PARTITION_DIR = re.compile(r"^.+-\d+$")
 _YIELD_EVERY = 32
 _SHARE_TICK_MS = 200
-
-
-class _InternalStore:
-    """Partitions of an internal topic (``__consumer_offsets``, ``__transaction_state``) as
-    a coordinator's store."""
-
-    def __init__(self, topics: TopicManager, topic: str) -> None:
-        self.topics = topics
-        self.topic = topic
-
-    def append(self, partition: int, batch: bytes) -> None:
-        plog = self.topics.partition(self.topic, partition)
-        assert plog is not None, f"{self.topic} is created at start"
-        plog.append(batch)
-
-    def batches(self, partition: int) -> Iterable[tuple[BatchHeader, list[Record]]]:
-        return _batches(self.topics.partition(self.topic, partition))
-
-    def records(self, partition: int) -> Iterable[Record]:
-        for _header, records in self.batches(partition):
-            yield from records
-
-
-def _batches(plog: PartitionLog | None) -> Iterator[tuple[BatchHeader, list[Record]]]:
-    """Every stored batch of an internal topic's partition, decoded (a replay at start)."""
-    if plog is None:
-        return
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:
-        data, next_offset = plog.read_chunk(offset, 1 << 20)
-        if not data:
-            return
-        for pos, size, _base, _last in iter_batch_spans(data):
-            header, records = decode_batch(data[pos : pos + size], verify=False)
-            yield header, [r for r in records if r.offset >= offset]
-        offset = max(next_offset, offset + 1)
-
-
-class _Markers:
-    """Writes transaction markers into partitions (the transaction coordinator's writer);
-    a marker in ``__consumer_offsets`` also settles the group coordinator's pending offsets."""
-
-    def __init__(self, topics: TopicManager, groups: GroupCoordinator, waiters: AppendWaiters,
-                 clock: Callable[[], int]) -> None:
-        self.topics = topics
-        self.groups = groups
-        self.waiters = waiters
-        self.clock = clock
-
-    def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                     commit: bool) -> None:
-        plog = self.topics.partition(topic, partition)
-        if plog is None:
-            log.info("no marker for %s-%d: the partition no longer exists", topic, partition)
-            return
-        marker = build_control_batch(ControlType.COMMIT if commit else ControlType.ABORT,
-                                     producer_id=producer_id, producer_epoch=producer_epoch,
-                                     coordinator_epoch=0, timestamp=self.clock())
-        plog.append(marker, origin=AppendOrigin.COORDINATOR)
-        if topic == OFFSETS_TOPIC:
-            self.groups.complete_txn(producer_id, commit)
-        self.waiters.notify((topic, partition))
 
 
 def _partitions(topics: TopicManager, topic: str, configured: int) -> int:
@@ -170,6 +110,7 @@ class Broker:
         self.memory = RequestMemory(self.config.queued_max_request_bytes, _READ_SIZE)
         self._dir_lock = DirectoryLock(self.data_dir)
         self._metrics_http: HttpServer | None = None
+        self._marker_sender: MarkerSender | None = None
 
     @property
     def port(self) -> int:
@@ -240,24 +181,29 @@ class Broker:
             lambda: {name: info.partitions for name, info in topics.topics.items()}, clock,
             lambda g: (group_configs.get(g).consumer_session_timeout_ms,
                        group_configs.get(g).consumer_heartbeat_interval_ms))
-        coordinator = GroupCoordinator(settings, offsets_partitions,
-                                       _InternalStore(topics, OFFSETS_TOPIC), clock, cfg.offset_metadata_max_bytes,
+        offsets_log = InternalStore(topics, OFFSETS_TOPIC)
+        coordinator = GroupCoordinator(settings, offsets_partitions, offsets_log, clock, cfg.offset_metadata_max_bytes,
                                        consumer_groups,
                                        lambda: {name: info.topic_id for name, info in topics.topics.items()})
-        coordinator.load()
         groups = GroupRuntime(coordinator)
-        producer_ids = ProducerIds(meta)
+        # A cluster's brokers take their producer ids in blocks from ZooKeeper (``_join_cluster``).
+        producer_ids: ProducerIds | ZkProducerIds = ZkProducerIds(cfg.node_id) if clustered else ProducerIds(meta)
         waiters = AppendWaiters()
+        txn_log = InternalStore(topics, TRANSACTION_STATE_TOPIC)
+        markers = MarkerAppender(topics, coordinator, waiters.notify, clock)
         txns = TransactionCoordinator(
             TxnSettings(cfg.transaction_max_timeout_ms, cfg.transactional_id_expiration_ms,
                         offsets_partitions, OFFSETS_TOPIC),
             _partitions(topics, TRANSACTION_STATE_TOPIC, cfg.transaction_state_log_num_partitions),
-            _InternalStore(topics, TRANSACTION_STATE_TOPIC),
-            _Markers(topics, coordinator, waiters, clock), producer_ids.next_id, clock)
-        txns.load()
-        share = self._share_coordinator(topics, clock, group_configs.overrides, clustered)
+            txn_log, markers, producer_ids.next_id, clock)
+        share_log = InternalStore(topics, SHARE_STATE_TOPIC)
+        share = self._share_coordinator(topics, share_log, clock, group_configs.overrides, clustered)
+        coordinators = Coordinators(groups, txns, share, offsets_log, txn_log, share_log,
+                                    cfg.offsets_commit_timeout_ms, cfg.request_timeout_ms)
+        if not clustered:
+            coordinators.load_all()  # a single broker coordinates every partition
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
-                                 producer_ids, waiters, clock, txns, group_configs, share)
+                                 producer_ids, waiters, clock, txns, group_configs, share, coordinators, markers)
         if cfg.metrics_listener:
             await self._serve_metrics(cfg.metrics_listener)
         if clustered:
@@ -308,14 +254,38 @@ class Broker:
         node = ClusterNode(settings, state.topics, state.advertised_host, state.advertised_port, state.clock,
                            state.waiters.notify, state.cluster_id)
         state.cluster = node
+        self._coordinate_leaders(state, node)
         try:
             await node.start()
+            if isinstance(state.producer_ids, ZkProducerIds):
+                await state.producer_ids.start(node.zk)
         except BaseException:
             await node.stop()
             raise
         state.cluster_id = node.cluster_id
 
-    def _share_coordinator(self, topics: TopicManager, clock: Callable[[], int],
+    def _coordinate_leaders(self, state: BrokerState, node: ClusterNode) -> None:
+        """A cluster member coordinates the internal-topic partitions it leads: their
+        stores append as leader, transaction markers go to partition leaders, and each
+        leadership change loads or drops a coordinator partition."""
+        coordinators = state.coordinators
+        for store in (coordinators.offsets_log, coordinators.txn_log, coordinators.share_log):
+            store.attach(node.replicas, state.waiters.notify)
+        state.markers.replicas = node.replicas
+        sender = MarkerSender(node.broker_id, node.metadata, node.replicas, state.txns, coordinators.txn_log,
+                              state.markers, self.config.request_timeout_ms)
+        state.txns.send_markers = sender
+        coordinators.txn_partition_dropped = sender.stop_partition
+        self._marker_sender = sender
+
+        def leadership(topic: str, partition: int, leading: bool) -> None:
+            if leading and (count := node.metadata.partition_count(topic)):
+                coordinators.partition_count(topic, count)
+            coordinators.leadership(topic, partition, leading)
+
+        node.replicas.leadership_listeners.append(leadership)
+
+    def _share_coordinator(self, topics: TopicManager, share_log: InternalStore, clock: Callable[[], int],
                            group_configs: Callable[[str], Mapping[str, str]], clustered: bool) -> ShareCoordinator:
         cfg = self.config
         if not clustered and topics.get(SHARE_STATE_TOPIC) is None:
@@ -324,13 +294,10 @@ class Broker:
         settings = ShareSettings(cfg.group_share_record_lock_duration_ms, cfg.group_share_delivery_count_limit,
                                  cfg.group_share_session_timeout_ms, cfg.group_share_heartbeat_interval_ms,
                                  cfg.group_share_partition_max_record_locks)
-        store = ShareStateStore(_InternalStore(topics, SHARE_STATE_TOPIC),
+        store = ShareStateStore(share_log,
                                 _partitions(topics, SHARE_STATE_TOPIC, cfg.share_coordinator_state_topic_num_partitions),
                                 clock)
-        share = ShareCoordinator(settings, store, clock, group_configs)
-        if loaded := share.load():
-            log.info("loaded the state of %d share-partitions", loaded)
-        return share
+        return ShareCoordinator(settings, store, clock, group_configs)
 
     async def stop(self) -> None:
         """Stop serving, then close every log cleanly (flush, checkpoint, clean marker). A
@@ -338,6 +305,12 @@ class Broker:
         serves, then leaves the cluster."""
         if self.state is not None and self.state.cluster is not None:
             await self.state.cluster.stop()
+            if self._marker_sender is not None:
+                await self._marker_sender.stop()
+            if isinstance(self.state.producer_ids, ZkProducerIds):
+                await self.state.producer_ids.stop()
+        if self.state is not None:
+            await self.state.coordinators.stop()
         if self._server is not None:
             self._server.close()
         if self._metrics_http is not None:

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from streamkit.broker.config import BrokerConfig
+from streamkit.broker.coordinators import Coordinators
 from streamkit.broker.group.coordinator import GroupCoordinator
 from streamkit.broker.group.runtime import GroupRuntime
 from streamkit.broker.group_configs import GroupConfigStore
-from streamkit.broker.producers import ProducerIds
+from streamkit.broker.markers import MarkerAppender
+from streamkit.broker.producers import ProducerIdSource
 from streamkit.broker.share.coordinator import ShareCoordinator
 from streamkit.broker.topics import TopicManager
 from streamkit.broker.txn.coordinator import TransactionCoordinator
@@ -33,13 +35,17 @@ class BrokerState:
     logs: LogManager
     topics: TopicManager
     groups: GroupRuntime
-    producer_ids: ProducerIds
+    producer_ids: ProducerIdSource
     waiters: AppendWaiters
     clock: Callable[[], int]
     txns: TransactionCoordinator
     # per-group configs (GROUP resource): group_configs.get(group_id) gives the effective ones
     group_configs: GroupConfigStore
     share: ShareCoordinator
+    # Which internal-topic partitions the coordinators own, and their durable writes.
+    coordinators: Coordinators
+    # Writes transaction markers into this broker's partitions (WriteTxnMarkers).
+    markers: MarkerAppender
     # This broker's cluster membership (zookeeper.connect); None for a single broker.
     cluster: ClusterNode | None = None
     metrics: BrokerMetrics | None = None

@@ -166,7 +166,9 @@ def test_supported_versions_table_is_final() -> None:
     # DescribeShareGroupOffsets v0-v1, Alter/DeleteShareGroupOffsets v0)
     # + KIP-848: ConsumerGroupHeartbeat v0-v1, ConsumerGroupDescribe v0-v1, OffsetCommit v9,
     # OffsetFetch v9, ListGroups v5
-    assert len(API_SPECS) == 170
+    # + the cluster's: OffsetForLeaderEpoch v2-v4, WriteTxnMarkers v1, ElectLeaders v0-v2,
+    # AlterPartitionReassignments v0, ListPartitionReassignments v0
+    assert len(API_SPECS) == 179
 
 
 # -- requests: every supported (api_key, version) ------------------------------------

@@ -273,6 +273,16 @@ class ReplicaManager:
                                f"broker {self.broker_id} does not lead {topic}-{partition}")
         return replica
 
+    def leading(self, topic: str, partition: int) -> Replica:
+        """The replica, if this broker leads it, also while the ZooKeeper session is
+        suspended: for a coordinator's own writes, whose answers wait for replication (a
+        suspension fails that wait, and a deposed leader's high watermark stops)."""
+        replica = self.replicas.get((topic, partition))
+        if replica is None or replica.role is not Role.LEADER:
+            raise ReplicaError(ErrorCode.not_leader_or_follower, f"broker {self.broker_id} does not lead "
+                               f"{topic}-{partition}")
+        return replica
+
     def is_leader(self, replica: Replica) -> bool:
         return replica.role is Role.LEADER and not self.fenced
 

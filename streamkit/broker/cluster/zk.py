@@ -446,13 +446,13 @@ class ZkClient:
         except NodeExistsError:
             return False
 
-    async def set_if(self, path: str, data: bytes, version: int) -> bool:
-        """Compare-and-set ``path``'s data over ``version``; False when it changed (or went)."""
+    async def compare_and_set(self, path: str, data: bytes, version: int) -> bool:
+        """Write ``data`` over version ``version`` of ``path``; False when it changed since."""
         try:
             await self._blocking(self.client.set, path, data, version)
-            return True
         except (BadVersionError, NoNodeError):
             return False
+        return True
 
     async def set(self, path: str, data: bytes) -> None:
         try:

@@ -15,6 +15,8 @@ it is documented: keeping it makes a streamkit cluster's ZooKeeper as readable a
   controllers there have been.
 - ``/admin/...``: requests for the controller (topic deletion, reassignment, leader election,
   controlled shutdown).
+- ``/latest_producer_id_block``: the last block of producer ids a broker took (each broker
+  takes the next one by compare-and-set, so no two brokers hand out the same id).
 
 Everything here is pure: bytes in, values out.
 """
@@ -38,11 +40,13 @@ __all__ = [
     "DELETE_TOPICS",
     "PERSISTENT_PATHS",
     "PREFERRED_ELECTION",
+    "PRODUCER_ID_BLOCK",
     "REASSIGN",
     "TOPICS",
     "TOPIC_CONFIGS",
     "BrokerRegistration",
     "PartitionState",
+    "ProducerIdBlock",
     "TopicAssignment",
     "broker_path",
     "decode_controller",
@@ -69,6 +73,7 @@ PREFERRED_ELECTION = "/admin/preferred_replica_election"
 # Not Kafka's: its ControlledShutdown request is gone from Kafka 4's protocol, so a broker asks
 # the controller through ZooKeeper, as it asks for everything else.
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 PERSISTENT_PATHS = (BROKER_IDS, TOPICS, TOPIC_CONFIGS, DELETE_TOPICS, CONTROLLED_SHUTDOWN)
 
@@ -108,6 +113,27 @@ def _topic_id_text(topic_id: uuid.UUID) -> str:
 
 def _topic_id_from(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdBlock:
+    """``/latest_producer_id_block``: ``{"version":1,"broker":id,"block_start":"n",
+    "block_end":"m"}``, the ids n to m (inclusive) taken by broker ``id``. Kafka writes the
+    two ids as strings (JSON numbers lose precision past 2^53 in many readers); numbers are
+    read too."""
+
+    broker: int
+    start: int
+    end: int  # the block's last id
+
+    def to_bytes(self) -> bytes:
+        return _encode({"version": 1, "broker": self.broker, "block_start": str(self.start),
+                        "block_end": str(self.end)})
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> ProducerIdBlock:
+        value = decode_json(data)
+        return cls(int(value["broker"]), int(value["block_start"]), int(value["block_end"]))
 
 
 @dataclass(frozen=True, slots=True)

@@ -262,6 +262,14 @@ class ConsumerGroupJournal:
             self.written.pop(group_id, None)
         return out
 
+    def forget(self, group_ids: Callable[[str], bool]) -> None:
+        """Drop what is known of the groups ``group_ids`` accepts (their partition moved to
+        another coordinator)."""
+        for group_id in [g for g in self.written if group_ids(g)]:
+            del self.written[group_id]
+        for group_id in [g for g in self._shape if group_ids(g)]:
+            del self._shape[group_id]
+
     # -- loading ---------------------------------------------------------------------------
 
     def replay(self, key: bytes, value: bytes | None) -> bool:

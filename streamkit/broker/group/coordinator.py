@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -61,6 +61,7 @@ from streamkit.broker.group.records import (
     partition_for_group,
 )
 from streamkit.broker.group.state import GroupState
+from streamkit.broker.ownership import OwnedPartitions
 from streamkit.log.batch import BatchHeader
 from streamkit.log.records import ControlType, Record, build_batch, decode_control_key
 
@@ -77,7 +78,7 @@ class OffsetsStore(Protocol):
     yields each stored batch's header with its records (from the log start offset on), so
     that a replay can tell transactional offsets and transaction markers apart."""
 
-    def append(self, partition: int, batch: bytes) -> None: ...
+    def append(self, partition: int, batch: bytes) -> int | None: ...
 
     def batches(self, partition: int) -> Iterable[tuple[BatchHeader, list[Record]]]: ...
 
@@ -133,6 +134,8 @@ class GroupCoordinator:
         # Offsets committed inside a transaction (TxnOffsetCommit), by producer id: written
         # to the topic at once, visible only when the transaction's COMMIT marker is.
         self.pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetCommitValue]]] = {}
+        # The partitions of __consumer_offsets this coordinator answers for (``load_partition``).
+        self.owned = OwnedPartitions()
 
     def _derived_topic_ids(self) -> dict[str, uuid.UUID]:
         return {name: uuid.uuid5(uuid.NAMESPACE_URL, name) for name in self.consumer.topics()}
@@ -140,19 +143,47 @@ class GroupCoordinator:
     # -- loading -------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Replay ``__consumer_offsets``: latest offsets per group and partition, and each
-        group's last generation (members come back Stable and keep heartbeating)."""
-        now = self.clock()
+        """Replay every partition of ``__consumer_offsets``: what a single broker, which
+        coordinates them all, does at start."""
         for partition in range(self.num_partitions):
-            for header, records in self.store.batches(partition):
-                if header.is_control:
-                    if records and records[0].key is not None:
-                        self.complete_txn(header.producer_id,
-                                          decode_control_key(records[0].key) == ControlType.COMMIT)
-                    continue
+            for _ in self.load_partition(partition):
+                pass
+        log.info("loaded %d classic and %d consumer groups from %s", len(self.groups),
+                 len(self.consumer.groups), OFFSETS_TOPIC)
+
+    def load_partition(self, partition: int) -> Iterator[None]:
+        """Start coordinating ``partition``: it is loading (requests for its groups get
+        COORDINATOR_LOAD_IN_PROGRESS) until the returned iterator is exhausted, which
+        replays the partition's log (latest offsets per group and partition, each group's
+        last generation: members come back Stable and keep heartbeating) and makes it
+        active. It yields after each batch, so that a broker can load on its event loop.
+
+        The replay goes into a staging coordinator adopted at the end: a half-replayed group
+        is never seen by a request or a timer. The adoption happens in the step that finds
+        the end of the log, so a record appended meanwhile (a transaction marker) is read."""
+        self.owned.start_loading(partition)
+        return self._replay_partition(partition)
+
+    def _replay_partition(self, partition: int) -> Iterator[None]:
+        staging = GroupCoordinator(
+            self.settings, self.num_partitions, self.store, self.clock, self.metadata_max_bytes,
+            ConsumerGroups(self.consumer.settings, self.consumer.topics, self.clock, self.consumer.timeouts),
+            self.journal.topic_ids)
+        now = self.clock()
+        for header, records in self.store.batches(partition):
+            if header.is_control:
+                if records and records[0].key is not None:
+                    staging.complete_txn(header.producer_id,
+                                         decode_control_key(records[0].key) == ControlType.COMMIT)
+            else:
                 txn_pid = header.producer_id if header.is_transactional else None
                 for record in records:
-                    self._replay(record, now, txn_pid)
+                    staging._replay(record, now, txn_pid)
+            yield
+        staging._finish_replay(self.clock())
+        self._adopt(staging, partition)
+
+    def _finish_replay(self, now: int) -> None:
         for group_id, group in self.journal.groups().items():
             self._resume(group, now)
             self.consumer.groups[group_id] = group
@@ -161,8 +192,43 @@ class GroupCoordinator:
         for group_id in self.offsets:
             if group_id not in self.consumer.groups:
                 self.groups.setdefault(group_id, Group(group_id, self.settings))
-        log.info("loaded %d classic and %d consumer groups from %s", len(self.groups),
-                 len(self.consumer.groups), OFFSETS_TOPIC)
+
+    def _adopt(self, staging: GroupCoordinator, partition: int) -> None:
+        self._forget(partition)
+        self.groups.update(staging.groups)
+        self.consumer.groups.update(staging.consumer.groups)
+        self.offsets.update(staging.offsets)
+        self._persisted.update(staging._persisted)
+        self.journal.written.update(staging.journal.written)
+        for producer_id, groups in staging.pending_txn.items():
+            self.pending_txn.setdefault(producer_id, {}).update(groups)
+        self.owned.activate(partition)
+
+    def unload_partition(self, partition: int) -> set[str]:
+        """Stop coordinating ``partition`` (another broker leads it now): its groups,
+        offsets and pending transactional offsets are dropped; requests for them get
+        NOT_COORDINATOR. Returns the ids of the groups dropped."""
+        self.owned.drop(partition)
+        return self._forget(partition)
+
+    def _forget(self, partition: int) -> set[str]:
+        def mine(group_id: str) -> bool:
+            return self.partition_of(group_id) == partition
+
+        dropped = {g for g in (*self.groups, *self.consumer.groups, *self.offsets) if mine(g)}
+        for group_id in dropped:
+            self.groups.pop(group_id, None)
+            self.consumer.groups.pop(group_id, None)
+            self.offsets.pop(group_id, None)
+            self._persisted.pop(group_id, None)
+        self.journal.forget(mine)
+        for producer_id in list(self.pending_txn):
+            pending = self.pending_txn[producer_id]
+            for group_id in [g for g in pending if mine(g)]:
+                del pending[group_id]
+            if not pending:
+                del self.pending_txn[producer_id]
+        return dropped
 
     def _resume(self, group: ConsumerGroup, now: int) -> None:
         """A consumer group read back from the topic: every member gets a full session (and
@@ -230,7 +296,8 @@ class GroupCoordinator:
 
     # -- persistence -----------------------------------------------------------------------
 
-    def _partition(self, group_id: str) -> int:
+    def partition_of(self, group_id: str) -> int:
+        """The partition of ``__consumer_offsets`` that holds ``group_id``."""
         return partition_for_group(group_id, self.num_partitions)
 
     @staticmethod
@@ -263,7 +330,7 @@ class GroupCoordinator:
             ),
         )
         record = Record(key=encode_group_key(group.group_id), value=encode_group_value(value), timestamp=self.clock())
-        self.store.append(self._partition(group.group_id), build_batch([record]))
+        self.store.append(self.partition_of(group.group_id), build_batch([record]))
         self._persisted[group.group_id] = key
 
     def _persist_consumer(self, group_id: str, member_id: str | None = None) -> None:
@@ -273,7 +340,7 @@ class GroupCoordinator:
         changes = self.journal.changes(group_id, self.consumer.get(group_id), touched)
         if changes:
             now = self.clock()
-            self.store.append(self._partition(group_id), build_batch(
+            self.store.append(self.partition_of(group_id), build_batch(
                 [Record(key=k, value=v, timestamp=now) for k, v in changes]))
 
     def _drop_classic(self, group_id: str) -> None:
@@ -282,7 +349,7 @@ class GroupCoordinator:
         del self.groups[group_id]
         if self._persisted.pop(group_id, None) is not None:
             record = Record(key=encode_group_key(group_id), value=None, timestamp=self.clock())
-            self.store.append(self._partition(group_id), build_batch([record]))
+            self.store.append(self.partition_of(group_id), build_batch([record]))
 
     def _after(self, group: Group, deliveries: list[Delivery]) -> list[Delivery]:
         self._persist_group(group)
@@ -468,7 +535,7 @@ class GroupCoordinator:
                 group.members[member_id].last_heartbeat_ms = now
         records, accepted, results = self._offset_records(group_id, offsets, now)
         if records:
-            self.store.append(self._partition(group_id), build_batch(records))
+            self.store.append(self.partition_of(group_id), build_batch(records))
             cache = self.offsets.setdefault(group_id, {})
             for tp, value in accepted:
                 cache[tp] = value
@@ -518,17 +585,25 @@ class GroupCoordinator:
         if records:
             # Appended as the producer's own transactional batch: the partition checks its
             # epoch (a fenced producer fails here) and holds the LSO until the marker.
-            self.store.append(self._partition(group_id), build_batch(
+            self.store.append(self.partition_of(group_id), build_batch(
                 records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True))
             pending = self.pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
             for tp, value in accepted:
                 pending[tp] = value
         return ErrorCode.none, results
 
-    def complete_txn(self, producer_id: int, commit: bool) -> None:
-        """A transaction marker of ``producer_id`` reached ``__consumer_offsets``: its pending
-        offsets become the committed ones (COMMIT) or are dropped (ABORT)."""
-        pending = self.pending_txn.pop(producer_id, None)
+    def complete_txn(self, producer_id: int, commit: bool, partition: int | None = None) -> None:
+        """A transaction marker of ``producer_id`` reached ``partition`` of
+        ``__consumer_offsets`` (None: every partition): the pending offsets of its groups
+        there become the committed ones (COMMIT) or are dropped (ABORT)."""
+        everything = self.pending_txn.get(producer_id)
+        if not everything:
+            return
+        pending = {g: o for g, o in everything.items() if partition is None or self.partition_of(g) == partition}
+        for group_id in pending:
+            del everything[group_id]
+        if not everything:
+            del self.pending_txn[producer_id]
         if not pending or not commit:
             return
         for group_id, offsets in pending.items():
@@ -599,7 +674,7 @@ class GroupCoordinator:
         tombstones = [Record(key=encode_offset_key(group_id, t, p), value=None, timestamp=now)
                       for (t, p) in self.offsets.get(group_id, {})]
         tombstones.append(Record(key=encode_group_key(group_id), value=None, timestamp=now))
-        self.store.append(self._partition(group_id), build_batch(tombstones))
+        self.store.append(self.partition_of(group_id), build_batch(tombstones))
         self.offsets.pop(group_id, None)
         self._persisted.pop(group_id, None)
 
@@ -609,6 +684,6 @@ class GroupCoordinator:
         records = [Record(key=encode_offset_key(group_id, t, p), value=None, timestamp=now)
                    for (t, p) in partitions if (t, p) in cache]
         if records:
-            self.store.append(self._partition(group_id), build_batch(records))
+            self.store.append(self.partition_of(group_id), build_batch(records))
         for tp in partitions:
             cache.pop(tp, None)

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
+
+from kio.schema.errors import ErrorCode
 
 from streamkit.broker.group.coordinator import GroupCoordinator
 from streamkit.broker.group.group import Delivery, JoinResult, Outcome, SyncResult
@@ -43,6 +46,13 @@ class GroupRuntime:
             future = self._waiting.pop((d.group_id, d.member_id, kind), None)
             if future is not None and not future.done():
                 future.set_result(d.result)
+
+    def fail_waiting(self, groups: Callable[[str], bool], error: ErrorCode) -> None:
+        """Answer ``error`` to every JoinGroup/SyncGroup waiting in a group ``groups``
+        accepts (this broker stopped coordinating them: NOT_COORDINATOR)."""
+        for (group_id, member_id, kind), future in list(self._waiting.items()):
+            if groups(group_id) and not future.done():
+                future.set_result(JoinResult(error, member_id) if kind == "join" else SyncResult(error))
 
     async def settle(self, group_id: str, kind: str, outcome: Outcome) -> JoinResult | SyncResult:
         """Deliver ``outcome``'s side effects, then return the caller's answer (waiting for

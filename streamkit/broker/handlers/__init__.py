@@ -39,6 +39,7 @@ HANDLERS: dict[int, Handler] = {
     24: txn.add_partitions_to_txn,
     25: txn.add_offsets_to_txn,
     26: txn.end_txn,
+    27: txn.write_txn_markers,
     28: txn.txn_offset_commit,
     32: admin.describe_configs,
     33: admin.alter_configs,

@@ -9,8 +9,10 @@ from streamkit.broker.codec import Request, api_versions_response
 from streamkit.broker.errors import BrokerError, ErrorCode
 from streamkit.broker.group.coordinator import OFFSETS_TOPIC
 from streamkit.broker.group.records import partition_for_group
-from streamkit.broker.handlers.common import LEADER_EPOCH, NO_OPERATIONS, Reply, field
+from streamkit.broker.handlers.common import LEADER_EPOCH, NO_OPERATIONS, Reply, field, txn_error
 from streamkit.broker.handlers.txn import fenced_for
+from streamkit.broker.producers import ProducerIdsUnavailable
+from streamkit.broker.share.store import SHARE_STATE_TOPIC
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.broker.topics import INTERNAL_TOPICS, TopicInfo
 from streamkit.broker.txn.coordinator import TRANSACTION_STATE_TOPIC
@@ -18,7 +20,8 @@ from streamkit.broker.txn.coordinator import TRANSACTION_STATE_TOPIC
 if TYPE_CHECKING:
     from streamkit.broker.cluster.node import ClusterNode
 
-__all__ = ["api_versions", "describe_cluster", "find_coordinator", "init_producer_id", "metadata"]
+__all__ = ["api_versions", "describe_cluster", "ensure_share_state_topic", "find_coordinator", "init_producer_id",
+           "metadata"]
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +218,16 @@ async def _ensure_coordinator_topic(state: BrokerState, cluster: ClusterNode, ke
                 "min.insync.replicas": str(cluster.settings.transaction_state_log_min_isr)})
 
 
+async def ensure_share_state_topic(state: BrokerState, cluster: ClusterNode) -> bool:
+    """``__share_group_state`` exists (created on first need, as Kafka does)."""
+    cfg = state.config
+    return await cluster.ensure_internal_topic(
+        SHARE_STATE_TOPIC, cfg.share_coordinator_state_topic_num_partitions,
+        cfg.share_coordinator_state_topic_replication_factor, {
+            "cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+            "min.insync.replicas": str(cfg.share_coordinator_state_topic_min_isr)})
+
+
 async def find_coordinator(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     key_type = int(field(body, "key_type", 0))
@@ -235,13 +248,27 @@ async def init_producer_id(state: BrokerState, req: Request, client: ClientInfo)
     producer_id = int(field(body, "producer_id", -1))
     epoch = int(field(body, "producer_epoch", -1))
     txn_id = field(body, "transactional_id")
+    unavailable = {"throttle_time": 0, "error_code": ErrorCode.coordinator_load_in_progress,
+                   "producer_id": -1, "producer_epoch": -1}
     if txn_id is not None:
-        result = state.txns.init_producer_id(
-            txn_id, int(body.transaction_timeout.total_seconds() * 1000), producer_id, epoch)
+        error = txn_error(state, txn_id)
+        if error != ErrorCode.none:
+            return {"throttle_time": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
+        timeout_ms = int(body.transaction_timeout.total_seconds() * 1000)
+        try:
+            result, durable = await state.coordinators.write_txns(
+                lambda: state.txns.init_producer_id(txn_id, timeout_ms, producer_id, epoch))
+        except ProducerIdsUnavailable:
+            return unavailable
+        if durable != ErrorCode.none:
+            return {"throttle_time": 0, "error_code": durable, "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time": 0, "error_code": fenced_for(req, result.error),
                 "producer_id": result.producer_id, "producer_epoch": result.producer_epoch}
     if producer_id >= 0 and 0 <= epoch < _MAX_EPOCH:
         return {"throttle_time": 0, "error_code": ErrorCode.none,
                 "producer_id": producer_id, "producer_epoch": epoch + 1}
-    return {"throttle_time": 0, "error_code": ErrorCode.none,
-            "producer_id": state.producer_ids.next_id(), "producer_epoch": 0}
+    try:
+        return {"throttle_time": 0, "error_code": ErrorCode.none,
+                "producer_id": state.producer_ids.next_id(), "producer_epoch": 0}
+    except ProducerIdsUnavailable:
+        return unavailable

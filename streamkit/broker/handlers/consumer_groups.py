@@ -14,7 +14,13 @@ from streamkit.broker.group.consumer_group import (
     HeartbeatRequest,
     new_member_id,
 )
-from streamkit.broker.handlers.common import NO_OPERATIONS, Reply, field
+from streamkit.broker.handlers.common import (
+    NO_OPERATIONS,
+    Reply,
+    failed_deliveries,
+    field,
+    group_error,
+)
 from streamkit.broker.state import BrokerState, ClientInfo
 
 __all__ = ["consumer_group_describe", "consumer_group_heartbeat", "describe_as_classic"]
@@ -71,7 +77,16 @@ async def consumer_group_heartbeat(state: BrokerState, req: Request, client: Cli
         client_id=client.client_id,
         client_host=client.host,
     )
-    result, deliveries = state.coordinator.consumer_heartbeat(request)
+    error = group_error(state, body.group_id)
+    if error != ErrorCode.none:
+        return {"throttle_time": 0, "error_code": error, "error_message": None, "member_id": member_id,
+                "member_epoch": int(body.member_epoch), "heartbeat_interval": 0, "assignment": None}
+    (result, deliveries), error = await state.coordinators.write_groups(
+        lambda: state.coordinator.consumer_heartbeat(request))
+    if error != ErrorCode.none:
+        state.groups.deliver(failed_deliveries(deliveries, error))
+        return {"throttle_time": 0, "error_code": error, "error_message": None, "member_id": result.member_id,
+                "member_epoch": int(body.member_epoch), "heartbeat_interval": 0, "assignment": None}
     state.groups.deliver(deliveries)
     assignment = None
     if result.assignment is not None:
@@ -107,6 +122,12 @@ def _member(state: BrokerState, group: ConsumerGroup, m: ConsumerMember) -> dict
 async def consumer_group_describe(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     groups = []
     for group_id in req.body.group_ids:
+        error = group_error(state, group_id)
+        if error != ErrorCode.none:
+            groups.append({"error_code": error, "error_message": None, "group_id": group_id, "group_state": "",
+                           "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+                           "authorized_operations": NO_OPERATIONS})
+            continue
         group = state.coordinator.consumer.get(group_id)
         if group is None:
             # Kafka's answers: a classic group is "not a consumer group", any other unknown.

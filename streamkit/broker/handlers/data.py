@@ -18,6 +18,7 @@ from streamkit.broker.cluster.replica import ReplicaError, Role
 from streamkit.broker.codec import Request
 from streamkit.broker.errors import ErrorCode, error_code_for
 from streamkit.broker.handlers.common import LEADER_EPOCH, Reply, field
+from streamkit.broker.handlers.txn import txn_check
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.log.batch import HEADER_SIZE, peek_offsets
 from streamkit.log.errors import LogError
@@ -56,7 +57,7 @@ def _check_transactional(state: BrokerState, txn_id: str | None, topic: str, par
     if not transactional:
         return ErrorCode.invalid_record, f"transactional.id {txn_id!r} sent a batch that is not transactional"
     producer_id, epoch = _PRODUCER.unpack_from(records, 43)
-    error = state.txns.check_ongoing(txn_id, producer_id, epoch, (topic, partition))
+    error = txn_check(state, txn_id, producer_id, epoch, (topic, partition))
     if error == ErrorCode.none:
         return error, None
     return error, f"{topic}-{partition} is not part of an open transaction of {txn_id!r} (producer {producer_id} epoch {epoch})"

@@ -129,7 +129,7 @@ async def _merge_admin_node(cluster: ClusterNode, path: str, entries: list[dict[
         current = decode_json(got[0]) or {}
         merged = {(e["topic"], e["partition"]): e for e in current.get("partitions", [])}
         merged.update({(e["topic"], e["partition"]): e for e in entries})
-        if await zk.set_if(path, json.dumps({"version": 1, "partitions": list(merged.values())}).encode(), got[1]):
+        if await zk.compare_and_set(path, json.dumps({"version": 1, "partitions": list(merged.values())}).encode(), got[1]):
             return
 
 

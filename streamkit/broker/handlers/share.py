@@ -5,16 +5,22 @@ share coordinator (``streamkit.broker.share``).
 ShareFetch reads the log like Fetch does (stored batches, never re-encoded) and says which
 offsets of them this member acquired; the client delivers only those. Control batches and,
 under read_committed, aborted transactional batches are archived, never acquired.
+
+Each request first asks whether this broker coordinates the share group (``share_error``:
+a cluster member coordinates the groups of the ``__share_group_state`` partitions it leads)
+and is answered once the state changes it made are replicated.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from streamkit.broker.codec import Request
 from streamkit.broker.errors import ErrorCode
-from streamkit.broker.handlers.common import LEADER_EPOCH, NO_OPERATIONS, Reply, field
+from streamkit.broker.handlers.cluster import ensure_share_state_topic
+from streamkit.broker.handlers.common import LEADER_EPOCH, NO_OPERATIONS, Reply, field, share_error
 from streamkit.broker.share.partition import InvalidAcknowledgement, SharePartition
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.log.batch import iter_batch_spans, parse_header
@@ -63,6 +69,13 @@ def _topic_partitions(state: BrokerState, assignment: dict[str, tuple[int, ...]]
 async def share_group_heartbeat(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     interval = state.share.settings_for(body.group_id).heartbeat_interval_ms
+    error = share_error(state, body.group_id)
+    if state.cluster is not None and not await ensure_share_state_topic(state, state.cluster):
+        error = ErrorCode.coordinator_not_available
+    if error != ErrorCode.none:
+        return {"throttle_time": 0, "error_code": error, "error_message": None, "member_id": body.member_id,
+                "member_epoch": -1, "heartbeat_interval": interval}
+    mark = state.coordinators.share_mark(body.group_id)
     if state.share.group(body.group_id) is None and state.coordinator.get(body.group_id) is not None:
         # a classic (or consumer) group already has this id: one id, one kind of group
         return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol,
@@ -78,6 +91,9 @@ async def share_group_heartbeat(state: BrokerState, req: Request, client: Client
                              "heartbeat_interval": interval, "assignment": None}
     if result.assignment is not None:
         reply["assignment"] = {"topic_partitions": _topic_partitions(state, result.assignment)}
+    durable = await state.coordinators.share_writes_since(body.group_id, mark)
+    if durable != ErrorCode.none:
+        reply.update(error_code=durable, assignment=None)
     return reply
 
 
@@ -85,6 +101,12 @@ async def share_group_describe(state: BrokerState, req: Request, client: ClientI
     body = req.body
     groups = []
     for group_id in body.group_ids:
+        error = share_error(state, group_id)
+        if error != ErrorCode.none:
+            groups.append({"error_code": error, "group_id": group_id, "error_message": None,
+                           "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+                           "assignor_name": "", "members": [], "authorized_operations": NO_OPERATIONS})
+            continue
         group = state.share.group(group_id)
         if group is None and group_id not in state.share.group_ids():
             groups.append({"error_code": ErrorCode.group_id_not_found, "group_id": group_id,
@@ -223,6 +245,16 @@ def _check_member(state: BrokerState, group_id: str | None, member_id: str | Non
 async def share_fetch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     group_id, member_id, epoch = body.group_id, body.member_id, int(body.share_session_epoch)
+    key = group_id or ""  # a request without one is refused below (INVALID_REQUEST)
+    if (error := share_error(state, key)) != ErrorCode.none:
+        return _top_error(error, None)
+    mark = state.coordinators.share_mark(key)
+    reply = await _share_fetch(state, body, group_id, member_id, epoch)
+    durable = await state.coordinators.share_writes_since(key, mark)
+    return reply if durable == ErrorCode.none else _top_error(durable, None)
+
+
+async def _share_fetch(state: BrokerState, body: Any, group_id: str, member_id: str, epoch: int) -> Reply:
     share = state.share
     share.expire_members()
     code, message = _check_member(state, group_id, member_id)
@@ -318,6 +350,16 @@ async def _fill(state: BrokerState, body: Any, group_id: str, member_id: str,
 async def share_acknowledge(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     group_id, member_id, epoch = body.group_id, body.member_id, int(body.share_session_epoch)
+    key = group_id or ""  # a request without one is refused below (INVALID_REQUEST)
+    if (error := share_error(state, key)) != ErrorCode.none:
+        return _top_error(error, None)
+    mark = state.coordinators.share_mark(key)
+    reply = _share_acknowledge(state, body, group_id, member_id, epoch)
+    durable = await state.coordinators.share_writes_since(key, mark)
+    return reply if durable == ErrorCode.none else _top_error(durable, None)
+
+
+def _share_acknowledge(state: BrokerState, body: Any, group_id: str, member_id: str, epoch: int) -> Reply:
     share = state.share
     share.expire_members()
     if epoch == 0:
@@ -364,6 +406,9 @@ def share_lag(state: BrokerState, group_id: str, topic: str, index: int) -> tupl
 async def describe_share_group_offsets(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     groups = []
     for g in req.body.groups:
+        if (error := share_error(state, g.group_id)) != ErrorCode.none:
+            groups.append({"group_id": g.group_id, "topics": [], "error_code": error})
+            continue
         if g.topics is None:
             names = sorted({k[1] for k in state.share.partitions if k[0] == g.group_id})
             wanted = [(n, [k[2] for k in sorted(state.share.partitions) if k[0] == g.group_id and k[1] == n])
@@ -395,7 +440,22 @@ def _not_empty(state: BrokerState, group_id: str) -> str | None:
 
 
 async def alter_share_group_offsets(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
-    body = req.body
+    return await _durably(state, req.body.group_id, lambda: _alter_share_group_offsets(state, req.body))
+
+
+async def _durably(state: BrokerState, group_id: str, call: Callable[[], dict[str, Any]]) -> Reply:
+    """Alter/DeleteShareGroupOffsets: on its coordinator, answered once its writes are replicated."""
+    if (error := share_error(state, group_id)) != ErrorCode.none:
+        return {"throttle_time": 0, "error_code": error, "error_message": None, "responses": []}
+    mark = state.coordinators.share_mark(group_id)
+    reply = call()
+    durable = await state.coordinators.share_writes_since(group_id, mark)
+    if durable != ErrorCode.none:
+        return {"throttle_time": 0, "error_code": durable, "error_message": None, "responses": []}
+    return reply
+
+
+def _alter_share_group_offsets(state: BrokerState, body: Any) -> dict[str, Any]:
     if (busy := _not_empty(state, body.group_id)) is not None:
         return {"throttle_time": 0, "error_code": ErrorCode.non_empty_group, "error_message": busy, "responses": []}
     responses = []
@@ -426,7 +486,10 @@ async def alter_share_group_offsets(state: BrokerState, req: Request, client: Cl
 
 
 async def delete_share_group_offsets(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
-    body = req.body
+    return await _durably(state, req.body.group_id, lambda: _delete_share_group_offsets(state, req.body))
+
+
+def _delete_share_group_offsets(state: BrokerState, body: Any) -> dict[str, Any]:
     if (busy := _not_empty(state, body.group_id)) is not None:
         return {"throttle_time": 0, "error_code": ErrorCode.non_empty_group, "error_message": busy, "responses": []}
     responses = []

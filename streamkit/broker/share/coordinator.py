@@ -13,10 +13,11 @@ every record the member still holds; acknowledged records stay acknowledged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from streamkit.broker.errors import ErrorCode
+from streamkit.broker.ownership import OwnedPartitions
 from streamkit.broker.share.group import HeartbeatResult, ShareGroup
 from streamkit.broker.share.partition import SharePartition
 from streamkit.broker.share.store import ShareKey, ShareStateStore
@@ -68,20 +69,64 @@ class ShareCoordinator:
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.topic_ids: dict[ShareKey, str] = {}
+        # The partitions of __share_group_state this coordinator answers for (``load_partition``).
+        self.owned = OwnedPartitions()
 
     def settings_for(self, group_id: str) -> ShareSettings:
         return self.settings.with_group_configs(self.group_configs(group_id))
 
+    # -- the partitions of __share_group_state it owns --------------------------------------
+
+    def partition_of(self, group_id: str) -> int:
+        return self.store.partition_for(group_id)
+
     def load(self) -> int:
-        """Every share-partition's state from ``__share_group_state``; the count loaded."""
-        for key, loaded in self.store.load().items():
+        """Every share-partition's state from ``__share_group_state`` (what a single broker,
+        which owns every partition, does at start); the count loaded."""
+        for partition in range(self.store.partitions):
+            for _ in self.load_partition(partition):
+                pass
+        return len(self.partitions)
+
+    def load_partition(self, partition: int) -> Iterator[None]:
+        """Start coordinating the share groups stored in ``partition``: loading
+        (COORDINATOR_LOAD_IN_PROGRESS) until the returned iterator is exhausted, which reads
+        their share-partitions' state and makes the partition active. The state is
+        compacted snapshots and their deltas, so one step reads it all."""
+        self.owned.start_loading(partition)
+        return self._replay_partition(partition)
+
+    def _replay_partition(self, partition: int) -> Iterator[None]:
+        self._forget(partition)
+        for key, loaded in self.store.load(partition).items():
             sp = self._new_partition(key, int(loaded.snapshot["start_offset"]))
             sp.restore(loaded.snapshot)
             for delta in loaded.deltas:
                 sp.apply(delta)
             self.partitions[key] = sp
             self.topic_ids[key] = str(loaded.snapshot.get("topic_id", ""))
-        return len(self.partitions)
+        self.owned.activate(partition)
+        yield from ()
+
+    def unload_partition(self, partition: int) -> None:
+        """Stop coordinating the share groups of ``partition``: their members, sessions and
+        share-partitions are dropped here (members heartbeat to the new coordinator, which
+        loaded the share-partitions; what they held is available again there)."""
+        self.owned.drop(partition)
+        self._forget(partition)
+
+    def _forget(self, partition: int) -> None:
+        def mine(group_id: str) -> bool:
+            return self.partition_of(group_id) == partition
+
+        for group_id in [g for g in self.groups if mine(g)]:
+            del self.groups[group_id]
+        for key in [k for k in self.partitions if mine(k[0])]:
+            del self.partitions[key]
+            self.topic_ids.pop(key, None)
+        for session in [s for s in self.sessions if mine(s[0])]:
+            del self.sessions[session]
+        self.store.forget(partition)
 
     # -- groups ---------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ ShareKey = tuple[str, str, int]  # group, topic, partition
 
 
 class _Log(Protocol):
-    def append(self, partition: int, batch: bytes) -> None: ...
+    def append(self, partition: int, batch: bytes) -> int | None: ...
 
     def records(self, partition: int) -> Iterable[Record]: ...
 
@@ -92,12 +92,13 @@ class ShareStateStore:
         self.snapshot_every = snapshot_every
         self._cycles: dict[ShareKey, _Cycle] = {}
 
-    def _partition(self, group: str) -> int:
+    def partition_for(self, group: str) -> int:
+        """The partition of ``__share_group_state`` holding ``group``'s share-partitions."""
         return partition_for_group(group, self.partitions)
 
     def _append(self, group: str, key: bytes, value: dict[str, Any] | None) -> None:
         data = None if value is None else json.dumps(value, separators=(",", ":")).encode()
-        self.log.append(self._partition(group), build_batch([Record(key, data, self.clock())]))
+        self.log.append(self.partition_for(group), build_batch([Record(key, data, self.clock())]))
 
     def needs_snapshot(self, key: ShareKey) -> bool:
         cycle = self._cycles.get(key)
@@ -117,11 +118,18 @@ class ShareStateStore:
         self._append(key[0], encode_key(key), None)
         self._cycles.pop(key, None)
 
-    def load(self) -> dict[ShareKey, Loaded]:
-        """Every stored share-partition (deleted ones left out)."""
+    def forget(self, partition: int) -> None:
+        """Drop what is known of the share-partitions stored in ``partition`` (another
+        coordinator owns it now)."""
+        for key in [k for k in self._cycles if self.partition_for(k[0]) == partition]:
+            del self._cycles[key]
+
+    def load(self, partition: int | None = None) -> dict[ShareKey, Loaded]:
+        """Every share-partition stored in ``partition`` (None: in every partition), deleted
+        ones left out."""
         snapshots: dict[ShareKey, dict[str, Any] | None] = {}
         deltas: dict[tuple[ShareKey, int], dict[str, Any]] = {}
-        for p in range(self.partitions):
+        for p in range(self.partitions) if partition is None else (partition,):
             for record in self.log.records(p):
                 decoded = decode_key(record.key or b"")
                 if decoded is None:

@@ -3,10 +3,17 @@ internal topic ``__transaction_state`` so that it survives a restart.
 
 Pure and synchronous, like the group coordinator: state goes to the topic through an
 injected ``TxnStore``, markers into partitions through an injected ``MarkerWriter``, time
-comes from an injected clock. The broker is one node and appends are synchronous, so an
-EndTxn runs its whole two-phase course in one call: persist PrepareCommit/PrepareAbort,
-write the markers, persist CompleteCommit/CompleteAbort. A broker stopped between the two
-finishes the markers when it loads (``load``), which is what the Prepare record is for.
+comes from an injected clock. A single broker's appends are synchronous, so an EndTxn runs
+its whole two-phase course in one call: persist PrepareCommit/PrepareAbort, write the
+markers, persist CompleteCommit/CompleteAbort. A cluster member hands the markers to
+``send_markers`` instead: they go to the partitions' leaders once the Prepare record is
+replicated, EndTxn is answered then (Kafka's behaviour), and ``markers_written`` completes
+the transaction later; meanwhile the transactional.id answers CONCURRENT_TRANSACTIONS. A
+coordinator that takes over a partition between the two phases (``load_partition``: a
+restart, or a failover) finishes the markers, which is what the Prepare record is for.
+
+Each coordinator answers for the partitions of ``__transaction_state`` it owns (``owned``):
+one broker owns them all, a cluster member those it leads.
 
 Fencing follows Kafka: every InitProducerId bumps the epoch of the transactional.id's
 producer id, so requests of an older instance get PRODUCER_FENCED (INVALID_PRODUCER_EPOCH in
@@ -26,13 +33,14 @@ EndTxn carries an older epoch, so a delayed EndTxn never completes a newer trans
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
 from streamkit.broker.group.records import partition_for_group
+from streamkit.broker.ownership import OwnedPartitions
 from streamkit.broker.txn.records import (
     TxnLogValue,
     decode_txn_key,
@@ -43,7 +51,7 @@ from streamkit.broker.txn.records import (
 from streamkit.broker.txn.state import TxnEvent, TxnState, next_state
 from streamkit.log.records import Record, build_batch
 
-__all__ = ["TRANSACTION_STATE_TOPIC", "InitResult", "MarkerWriter", "TransactionCoordinator", "TxnMetadata",
+__all__ = ["TRANSACTION_STATE_TOPIC", "InitResult", "MarkerJob", "MarkerWriter", "TransactionCoordinator", "TxnMetadata",
            "TxnSettings", "TxnStore"]
 
 log = logging.getLogger(__name__)
@@ -56,7 +64,7 @@ _MAX_EPOCH = 32767
 class TxnStore(Protocol):
     """Partitions of ``__transaction_state``."""
 
-    def append(self, partition: int, batch: bytes) -> None: ...
+    def append(self, partition: int, batch: bytes) -> int | None: ...
 
     def records(self, partition: int) -> Iterable[Record]: ...
 
@@ -66,6 +74,19 @@ class MarkerWriter(Protocol):
 
     def write_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                      commit: bool) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class MarkerJob:
+    """The markers of one transaction, for a writer that sends them to partition leaders;
+    ``txn_partition``: the partition of ``__transaction_state`` holding the transaction."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    partitions: tuple[TopicPartition, ...]
+    txn_partition: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +132,11 @@ class TransactionCoordinator:
         self.next_producer_id = next_producer_id
         self.clock = clock
         self.txns: dict[str, TxnMetadata] = {}
+        # The partitions of __transaction_state this coordinator answers for (``load_partition``).
+        self.owned = OwnedPartitions()
+        # Set by a cluster member: hands each transaction's markers to the partitions'
+        # leaders (``_write_markers``).
+        self.send_markers: Callable[[MarkerJob], None] | None = None
 
     # -- persistence -----------------------------------------------------------------------
 
@@ -128,28 +154,53 @@ class TransactionCoordinator:
         self._persist(md)
 
     def load(self) -> None:
-        """Replay ``__transaction_state``, then finish the transactions a stop left between
-        PrepareCommit/PrepareAbort and their markers."""
+        """Replay every partition of ``__transaction_state``: what a single broker, which
+        coordinates them all, does at start."""
         for partition in range(self.num_partitions):
-            for record in self.store.records(partition):
-                if record.key is None:
-                    continue
-                txn_id = decode_txn_key(record.key)
-                if txn_id is None:
-                    continue
-                if record.value is None:
-                    self.txns.pop(txn_id, None)
-                    continue
-                v = decode_txn_value(record.value)
-                self.txns[txn_id] = TxnMetadata(txn_id, v.producer_id, v.producer_epoch, v.timeout_ms,
-                                                v.state, set(v.partitions), v.start_ms, v.last_update_ms)
-        for md in self.txns.values():
-            if md.state.is_preparing:
-                log.info("completing transaction %r (%s) left by the last stop", md.transactional_id,
-                         md.state.kafka_name)
-                self._write_markers(md)
+            for _ in self.load_partition(partition):
+                pass
         ongoing = sum(1 for md in self.txns.values() if md.state == TxnState.ONGOING)
         log.info("loaded %d transactional ids (%d with an open transaction)", len(self.txns), ongoing)
+
+    def load_partition(self, partition: int) -> Iterator[None]:
+        """Start coordinating ``partition``: loading (COORDINATOR_LOAD_IN_PROGRESS) until
+        the returned iterator is exhausted, which replays its records (yielding after each)
+        and makes it active, then finishes the transactions left between
+        PrepareCommit/PrepareAbort and their markers (a stop, or a coordinator that failed
+        mid-commit)."""
+        self.owned.start_loading(partition)
+        return self._replay_partition(partition)
+
+    def _replay_partition(self, partition: int) -> Iterator[None]:
+        loaded: dict[str, TxnMetadata] = {}
+        for record in self.store.records(partition):
+            txn_id = None if record.key is None else decode_txn_key(record.key)
+            if txn_id is not None and record.value is None:
+                loaded.pop(txn_id, None)
+            elif txn_id is not None and record.value is not None:
+                v = decode_txn_value(record.value)
+                loaded[txn_id] = TxnMetadata(txn_id, v.producer_id, v.producer_epoch, v.timeout_ms,
+                                             v.state, set(v.partitions), v.start_ms, v.last_update_ms)
+            yield
+        self._forget(partition)
+        self.txns.update(loaded)
+        self.owned.activate(partition)
+        for md in loaded.values():
+            if md.state.is_preparing:
+                log.info("completing transaction %r (%s) left by its last coordinator", md.transactional_id,
+                         md.state.kafka_name)
+                self._write_markers(md)
+
+    def unload_partition(self, partition: int) -> None:
+        """Stop coordinating ``partition`` (another broker leads it now): its transactional
+        ids are dropped, and requests for them get NOT_COORDINATOR. Markers on their way
+        stop at their next step (``markers_written`` refuses them)."""
+        self.owned.drop(partition)
+        self._forget(partition)
+
+    def _forget(self, partition: int) -> None:
+        for txn_id in [t for t in self.txns if self.partition_for(t) == partition]:
+            del self.txns[txn_id]
 
     # -- the two phases ----------------------------------------------------------------------
 
@@ -158,10 +209,29 @@ class TransactionCoordinator:
         self._write_markers(md)
 
     def _write_markers(self, md: TxnMetadata) -> None:
+        """Write the markers of ``md``'s transaction (PrepareCommit/PrepareAbort) and complete
+        it: at once through ``markers`` (one broker: every partition is local), or through
+        ``send_markers`` when set (a cluster member: the partitions have leaders of their
+        own), which calls ``markers_written`` once every leader has its marker."""
         commit = md.state == TxnState.PREPARE_COMMIT
+        if self.send_markers is not None:
+            self.send_markers(MarkerJob(md.transactional_id, md.producer_id, md.producer_epoch, commit,
+                                        tuple(sorted(md.partitions)), self.partition_for(md.transactional_id)))
+            return
         for topic, partition in sorted(md.partitions):
             self.markers.write_marker(topic, partition, md.producer_id, md.producer_epoch, commit)
         self._transition(md, TxnEvent.MARKERS_WRITTEN)
+
+    def markers_written(self, job: MarkerJob) -> bool:
+        """Every marker of ``job`` is written: complete its transaction. False when the
+        transaction is no longer the one ``job`` was for (this broker stopped coordinating
+        it, or it completed already)."""
+        md = self.txns.get(job.transactional_id)
+        if (md is None or (md.producer_id, md.producer_epoch) != (job.producer_id, job.producer_epoch)
+                or md.state != (TxnState.PREPARE_COMMIT if job.commit else TxnState.PREPARE_ABORT)):
+            return False
+        self._transition(md, TxnEvent.MARKERS_WRITTEN)
+        return True
 
     def _bump_epoch(self, md: TxnMetadata) -> None:
         md.last_epoch = md.producer_epoch
@@ -204,6 +274,8 @@ class TransactionCoordinator:
             log.info("InitProducerId of %r fences epoch %d and aborts its open transaction",
                      transactional_id, md.producer_epoch)
             self._fence_and_abort(md)
+            if md.state.is_preparing:
+                return InitResult(ErrorCode.concurrent_transactions)  # retried once the markers are written
         self._bump_epoch(md)
         if producer_id >= 0 and md.producer_id == producer_id:
             md.last_epoch = producer_epoch  # the same request retried gets this answer again
