@@ -345,8 +345,8 @@ def test_topics_describe_offsets_and_overrides(broker: BrokerProcess) -> None:
     ok("topics", "create", name, "--partitions", "2", "--config", "segment.bytes=1048576", *b)
     ok("produce", name, "--partition", "1", *b, stdin="".join(f"v{i}\n" for i in range(5)))
     out = ok("topics", "describe", name, *b).stdout
-    # partition, earliest, latest, records
-    assert table_rows(out) == [["0", "0", "0", "0"], ["1", "0", "5", "5"]]
+    # partition, leader, replicas, isr, earliest, latest, records (a single broker: id 0)
+    assert table_rows(out) == [["0", "0", "0", "0", "0", "0", "0"], ["1", "0", "0", "0", "0", "5", "5"]]
     lines = out.splitlines()
     assert "  segment.bytes=1048576  (override)" in lines
     assert "  retention.ms=604800000" in lines  # the broker's default, not marked
