@@ -135,6 +135,11 @@ class PeerClient:
             if not future.done():
                 future.set_exception(BrokerUnavailable(f"broker {self.address}: {exc or type(exc).__name__}"))
 
+    def abort(self, reason: str) -> None:
+        """Drop the connection now, failing the requests in flight with BrokerUnavailable
+        (a long-polling fetch that should start over)."""
+        self._broken(ConnectionError(reason))
+
     async def close(self) -> None:
         task, self._reader_task = self._reader_task, None
         self._broken(ConnectionError("closed"))

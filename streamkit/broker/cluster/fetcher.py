@@ -52,7 +52,17 @@ class _LeaderFetcher:
         self.partitions: dict[TP, _Followed] = {}
         self.changed = asyncio.Event()
         self.client: PeerClient | None = None
+        self._fetching = False  # a (long-polling) fetch is out
+        self._interrupted = False
         self.task = asyncio.create_task(self._run(), name=f"replica-fetcher-{leader}")
+
+    def interrupt(self) -> None:
+        """A partition joined while a fetch long-polls (up to replica.fetch.wait.max.ms):
+        start over at once, so that a new leader's followers catch up (and its high
+        watermark moves) without waiting for the fetch of the others to time out."""
+        if self._fetching and self.client is not None:
+            self._interrupted = True
+            self.client.abort("a partition to follow was added")
 
     async def stop(self) -> None:
         self.task.cancel()
@@ -91,6 +101,9 @@ class _LeaderFetcher:
                 if not await self._fetch(client):
                     await self._pause(backoff)
             except BrokerUnavailable as exc:
+                if self._interrupted:
+                    self._interrupted = False
+                    continue
                 log.info("fetching from broker %d failed (%s); retrying", self.leader, exc)
                 await self._pause(backoff)
             except asyncio.CancelledError:
@@ -170,13 +183,11 @@ class _LeaderFetcher:
                 "fetch_offset": plog.log_end_offset, "last_fetched_epoch": -1,
                 "log_start_offset": plog.log_start_offset,
                 "partition_max_bytes": settings.replica_fetch_max_bytes})
-        response = await client.request(1, _FETCH_VERSION, {
-            "replica_id": self.manager.broker_id, "max_wait": settings.replica_fetch_wait_max_ms,
-            "min_bytes": settings.replica_fetch_min_bytes, "max_bytes": settings.replica_fetch_response_max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-            "forgotten_topics_data": [], "rack_id": ""},
-            timeout_ms=settings.replica_fetch_wait_max_ms + settings.replica_socket_timeout_ms)
+        self._fetching = True
+        try:
+            response = await self._fetch_request(client, by_topic)
+        finally:
+            self._fetching = False
         progressed = False
         for topic in response.responses:
             for p in topic.partitions:
@@ -185,6 +196,16 @@ class _LeaderFetcher:
                     continue  # unfollowed (or to truncate again) while the fetch was out
                 progressed = self._handle(followed, p) or progressed
         return progressed or not any(f.truncated for f in self.partitions.values())
+
+    async def _fetch_request(self, client: PeerClient, by_topic: dict[str, list[dict[str, Any]]]) -> Any:
+        settings = self.manager.settings
+        return await client.request(1, _FETCH_VERSION, {
+            "replica_id": self.manager.broker_id, "max_wait": settings.replica_fetch_wait_max_ms,
+            "min_bytes": settings.replica_fetch_min_bytes, "max_bytes": settings.replica_fetch_response_max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [], "rack_id": ""},
+            timeout_ms=settings.replica_fetch_wait_max_ms + settings.replica_socket_timeout_ms)
 
     def _handle(self, followed: _Followed, p: Any) -> bool:
         replica = followed.replica
@@ -261,6 +282,7 @@ class FetcherManager:
         fetcher.partitions[replica.tp] = _Followed(replica, replica.leader_epoch)
         self._where[replica.tp] = leader
         fetcher.changed.set()
+        fetcher.interrupt()
 
     def unfollow(self, replica: Replica) -> None:
         leader = self._where.pop(replica.tp, None)
