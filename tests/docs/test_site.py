@@ -102,3 +102,26 @@ def test_every_documented_command_exists_with_its_options(where: str, line: str)
         if word.startswith("-") and word != "-":
             flag = word.split("=", 1)[0]
             assert flag in known, f"{where}: `{line}`: no option {flag} (has {sorted(known)})"
+
+
+def test_the_systemd_units_in_the_guide_are_the_shipped_ones_and_their_commands_exist() -> None:
+    guide = (DOCS / "how-to" / "systemd.md").read_text()
+    units = re.findall(r"`deploy/systemd/([\w-]+\.service)`:\n\n```ini\n(.*?)```", guide, re.S)
+    assert {name for name, _ in units} == {p.name for p in (ROOT / "deploy" / "systemd").iterdir()}
+    for name, text in units:
+        assert (ROOT / "deploy" / "systemd" / name).read_text() == text, name
+        command = re.search(r"^ExecStart=\S+/streamkit (.*)$", text, re.M)
+        assert command is not None, name
+        test_every_documented_command_exists_with_its_options(name, "streamkit " + command.group(1))
+
+
+def test_the_grafana_dashboard_queries_only_metrics_the_code_exports() -> None:
+    import json
+
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "streamkit-dashboard.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    used = {m.removesuffix("_total") for e in exprs for m in re.findall(r"\b((?:streamkit|connect)_[a-z_]+)", e)}
+    source = "\n".join(p.read_text() for p in (ROOT / "streamkit").rglob("*.py"))
+    assert used and all(f'"{name}"' in source for name in used), sorted(n for n in used if f'"{n}"' not in source)
+    prometheus = (ROOT / "deploy" / "prometheus.yml").read_text()
+    assert prometheus.split("\n", 1)[1] in (DOCS / "how-to" / "monitoring.md").read_text()
