@@ -125,3 +125,68 @@ def test_the_grafana_dashboard_queries_only_metrics_the_code_exports() -> None:
     assert used and all(f'"{name}"' in source for name in used), sorted(n for n in used if f'"{n}"' not in source)
     prometheus = (ROOT / "deploy" / "prometheus.yml").read_text()
     assert prometheus.split("\n", 1)[1] in (DOCS / "how-to" / "monitoring.md").read_text()
+
+
+# -- running what the pages show -------------------------------------------------------------
+
+_MARKED = re.compile(r"(?:<!-- (?P<mark>fragment|run)\b[^>]*-->\n)?^```(?P<lang>\w*)[^\n]*\n(?P<code>.*?)^```",
+                     re.M | re.S)
+_ADDRESSES = ("127.0.0.1:9092", "localhost:9092")
+
+
+def _sessions() -> list[tuple[str, str]]:
+    """Per page, its Python blocks not marked as fragments, in order: run as one session."""
+    found = []
+    for page in GUIDES:
+        blocks = [m.group("code") for m in _MARKED.finditer(page.read_text())
+                  if m.group("lang") in ("python", "py") and m.group("mark") != "fragment"]
+        if blocks:
+            found.append((str(page.relative_to(ROOT)), "\n".join(blocks)))
+    return found
+
+
+def _shell_runs() -> list[tuple[str, str]]:
+    """Per page, its shell blocks marked ``<!-- run -->``, in order: run as one script."""
+    found = []
+    for page in GUIDES:
+        blocks = [m.group("code") for m in _MARKED.finditer(page.read_text())
+                  if m.group("mark") == "run" and m.group("lang") in ("sh", "bash")]
+        if blocks:
+            found.append((str(page.relative_to(ROOT)), "\n".join(blocks)))
+    return found
+
+
+@pytest.fixture(scope="module")
+def docs_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from streamkit.testing import BrokerProcess
+
+    broker = BrokerProcess(tmp_path_factory.mktemp("docs-broker") / "data").start()
+    yield broker
+    broker.stop()
+
+
+def _address(code: str, bootstrap: str) -> str:
+    for address in _ADDRESSES:
+        code = code.replace(address, bootstrap)
+    return code
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("page", "code"), [pytest.param(p, c, id=p) for p, c in _sessions()])
+def test_every_page_s_python_runs(page: str, code: str, docs_broker: Any, tmp_path: Path) -> None:
+    """The page's Python blocks in order, as a reader pastes them (a fresh directory; the
+    broker of the page at a test broker's address)."""
+    done = subprocess.run([sys.executable, "-c", _address(code, docs_broker.bootstrap)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, f"{page}:\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("where", "script"), [pytest.param(w, s, id=w) for w, s in _shell_runs()])
+def test_every_shell_block_marked_run_runs(where: str, script: str, docs_broker: Any, tmp_path: Path) -> None:
+    env = {**os.environ, "STREAMKIT_BOOTSTRAP_SERVER": docs_broker.bootstrap,
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _address(script, docs_broker.bootstrap)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{where}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
