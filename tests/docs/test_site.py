@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from streamkit.broker.config_defs import BROKER_CONFIGS
 from streamkit.cli import app
 from streamkit.log.config import TOPIC_CONFIGS
 from streamkit.streams.settings import setting_names
+from tests.conftest import require_service
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -166,9 +168,13 @@ def docs_broker(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 def _address(code: str, bootstrap: str) -> str:
+    """What a page runs against, moved to the test's own addresses: the broker, and a free
+    port for a Connect worker's REST API (a reader's 8083 may be taken here)."""
+    from streamkit.testing import free_port
+
     for address in _ADDRESSES:
         code = code.replace(address, bootstrap)
-    return code
+    return code.replace("127.0.0.1:8083", f"127.0.0.1:{free_port()}")
 
 
 @pytest.mark.integration
@@ -185,8 +191,18 @@ def test_every_page_s_python_runs(page: str, code: str, docs_broker: Any, tmp_pa
 @pytest.mark.integration
 @pytest.mark.parametrize(("where", "script"), [pytest.param(w, s, id=w) for w, s in _shell_runs()])
 def test_every_shell_block_marked_run_runs(where: str, script: str, docs_broker: Any, tmp_path: Path) -> None:
+    for tool in ("psql", "mariadb", "curl"):
+        if re.search(rf"^\s*(?:until .*)?\b{tool}\b", script, re.M):
+            require_service(shutil.which(tool) is not None, f"{tool} (for {where})")
     env = {**os.environ, "STREAMKIT_BOOTSTRAP_SERVER": docs_broker.bootstrap,
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", _address(script, docs_broker.bootstrap)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"{where}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    # What the script leaves running in the background (a worker) ends with it, pass or fail.
+    script = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + _address(script, docs_broker.bootstrap)
+    try:
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        failure = "" if done.returncode == 0 else f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    except subprocess.TimeoutExpired as exc:
+        failure = f"no end in {exc.timeout} s\n{exc.stdout!r:.2000}\n{exc.stderr!r:.2000}"
+    logs = "".join(f"\n--- {p.name}:\n{p.read_text()[-3000:]}" for p in sorted(tmp_path.glob("*.log")))
+    assert not failure, f"{where}: {failure}{logs}"
