@@ -509,3 +509,16 @@ class ZooKeeperServer(ChildProcess):
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+# The app test driver (in memory, no broker): imported last, it builds on the streams runtime.
+from streamkit.testing.driver import (  # noqa: E402
+    AppTestDriver,
+    DriverError,
+    InputTopic,
+    OutputRecord,
+    OutputTopic,
+    TableView,
+)
+
+__all__ += ["AppTestDriver", "DriverError", "InputTopic", "OutputRecord", "OutputTopic", "TableView"]
