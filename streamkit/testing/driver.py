@@ -38,7 +38,13 @@ from streamkit.streams.ordering import by_timestamp
 from streamkit.streams.processing import LateLog
 from streamkit.streams.runtime import Runtime, StartupError
 from streamkit.tasks import cancel_and_wait
-from streamkit.testing.memory import ABORTED, MemoryChangelogReader, MemoryConsumer, MemoryLog, MemoryProducer
+from streamkit.testing.memory import (
+    ABORTED,
+    MemoryChangelogReader,
+    MemoryConsumer,
+    MemoryLog,
+    MemoryProducer,
+)
 
 if TYPE_CHECKING:
     from streamkit.streams.app import App
@@ -117,7 +123,7 @@ class DriverRuntime(Runtime):
             if table.is_global:
                 raise StartupError(f"GlobalTable {table.name!r}: the test driver does not run global tables; test "
                                    "this app against a broker (streamkit.testing.embedded_broker)")
-        app.runtime = self  # type: ignore[assignment]
+        app.runtime = self
         self.collector = MemoryCollector(self._log, self.settings, state_dir=app.state_dir)
         await self.collector.start()
         for table in app.tables.values():
@@ -130,7 +136,7 @@ class DriverRuntime(Runtime):
         topics = sorted(set(self._agent_readers) | set(self._forwarders) | set(self._pipelines))
         consumer = MemoryConsumer(self._log, app.id, auto_offset_reset=self.settings.auto_offset_reset)
         self.memory_consumer = consumer
-        self._consumer = consumer  # type: ignore[assignment]
+        self._consumer = consumer
         tps = {(t, p) for t in topics for p in range(self._log.partitions(t) or 0)}
         consumer.assign(tps)
         if tps:
@@ -281,6 +287,13 @@ class InputTopic:
         default) and process it; returns its (partition, offset)."""
         return self._driver._send(self.name, [dict(value=value, key=key, timestamp=timestamp, headers=headers,
                                                    partition=partition)])[0]
+
+    def send_raw(self, value: bytes | None, *, key: bytes | None = None, timestamp: int | None = None,
+                 headers: Mapping[str, str | bytes] | None = None, partition: int | None = None) -> tuple[int, int]:
+        """``send()`` of bytes as they are, past the topic's codecs (a record another client
+        wrote, or one that does not deserialize)."""
+        return self._driver._send(self.name, [dict(value=value, key=key, timestamp=timestamp, headers=headers,
+                                                   partition=partition)], raw=True)[0]
 
     def send_many(self, records: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]]:
         """Produce records given as dicts of ``send()``'s arguments, then process them."""
@@ -589,7 +602,7 @@ class AppTestDriver:
                            f"(topics: {', '.join(sorted(self.app.topics)) or 'none'})")
         return topic
 
-    def _send(self, name: str, records: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    def _send(self, name: str, records: list[dict[str, Any]], *, raw: bool = False) -> list[tuple[int, int]]:
         rt = self._rt
         rt.raise_failure()
         topic = self._topic(name)
@@ -598,7 +611,7 @@ class AppTestDriver:
             unknown = set(args) - {"value", "key", "timestamp", "headers", "partition"}
             if unknown:
                 raise TypeError(f"send_many: unknown argument(s) {', '.join(sorted(unknown))} for topic {name!r}")
-            key, value = topic.encode(args.get("key"), args.get("value"))
+            key, value = (args.get("key"), args.get("value")) if raw else topic.encode(args.get("key"), args.get("value"))
             headers = [(h, v.encode() if isinstance(v, str) else bytes(v))
                        for h, v in (args.get("headers") or {}).items()]
             partition = self.log.partition_for(name, key, args.get("partition"))
