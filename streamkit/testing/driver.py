@@ -70,6 +70,28 @@ def where(event: Event | None) -> str:
     return f"record {event.topic}-{event.partition}@{event.offset} (key {event.key!r})"
 
 
+def save_declarations(app: App) -> dict[str, Any]:
+    """What running an app changes on its declarations (settings, partition counts, the
+    tables' stores), for ``restore_declarations``: the next test starts from the app as
+    declared, also when it is a module's app that many tests share."""
+    return {"settings": app.settings, "id": app.id, "broker": app.broker,
+            "topics": {n: (t.partitions, t.declared_partitions) for n, t in app.topics.items()},
+            "tables": {n: (t.partitions, t.declared_partitions, t.changelog.partitions, t.store_kind)
+                       for n, t in app.tables.items()}}
+
+
+def restore_declarations(app: App, saved: dict[str, Any]) -> None:
+    app.settings, app.id, app.broker = saved["settings"], saved["id"], saved["broker"]
+    for name, (partitions, declared) in saved["topics"].items():
+        if name in app.topics:
+            app.topics[name].partitions, app.topics[name].declared_partitions = partitions, declared
+    for name, (partitions, declared, changelog, kind) in saved["tables"].items():
+        table = app.tables.get(name)
+        if table is not None:
+            table.partitions, table.declared_partitions, table.store_kind = partitions, declared, kind
+            table.changelog.partitions = changelog
+
+
 class RecordingLateLog(LateLog):
     """The runtime's late-record log, also keeping each operator's late records for
     ``AppTestDriver.late``."""
@@ -411,7 +433,7 @@ class AppTestDriver:
         self.now_ms = time.time_ns() // 1_000_000 if start_time_ms is None else int(start_time_ms)
         self._late: dict[str, list[Event]] = {}
         self._outputs: dict[tuple[str, bool], OutputTopic] = {}
-        self._saved = self._save(app)
+        self._saved = save_declarations(app)
         self._tmp: str | None = None
         overrides = dict(config or {})
         if "state.dir" not in overrides:
@@ -432,27 +454,6 @@ class AppTestDriver:
             raise
 
     # -- lifecycle -----------------------------------------------------------------------
-
-    @staticmethod
-    def _save(app: App) -> dict[str, Any]:
-        """What running the app changes on its declarations, put back by ``close()`` so the
-        next test starts from the app as declared."""
-        return {"settings": app.settings, "id": app.id, "broker": app.broker,
-                "topics": {n: (t.partitions, t.declared_partitions) for n, t in app.topics.items()},
-                "tables": {n: (t.partitions, t.declared_partitions, t.changelog.partitions, t.store_kind)
-                           for n, t in app.tables.items()}}
-
-    def _restore_app(self) -> None:
-        app, saved = self.app, self._saved
-        app.settings, app.id, app.broker = saved["settings"], saved["id"], saved["broker"]
-        for name, (partitions, declared) in saved["topics"].items():
-            if name in app.topics:
-                app.topics[name].partitions, app.topics[name].declared_partitions = partitions, declared
-        for name, (partitions, declared, changelog, kind) in saved["tables"].items():
-            table = app.tables.get(name)
-            if table is not None:
-                table.partitions, table.declared_partitions, table.store_kind = partitions, declared, kind
-                table.changelog.partitions = changelog
 
     def _run(self, coro: Any) -> Any:
         return self._loop.run_until_complete(coro)
@@ -475,7 +476,7 @@ class AppTestDriver:
             self._loop.run_until_complete(self._loop.shutdown_asyncgens())
             self._loop.close()
         self.app.runtime = None
-        self._restore_app()
+        restore_declarations(self.app, self._saved)
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
