@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka.structs import ConsumerRecord, TopicPartition
+from aiokafka.structs import TopicPartition
 
 from streamkit.streams.partitioners import murmur2_partition
 
@@ -36,17 +36,18 @@ ABORTED = "aborted"
 
 @dataclass(slots=True)
 class StoredRecord:
+    """A record in the log. It has the fields of aiokafka's ``ConsumerRecord`` that the
+    runtime reads, so the consumer hands it over as it is."""
+
+    topic: str
+    partition: int
     offset: int
     key: bytes | None
     value: bytes | None
     timestamp: int
-    headers: list[tuple[str, bytes]]
+    headers: tuple[tuple[str, bytes], ...]  # a tuple: no list per record for the collector to scan
     state: str = COMMITTED
     seq: int = 0  # the order of appends across the whole log
-
-    def consumer_record(self, topic: str, partition: int) -> ConsumerRecord[bytes, bytes]:
-        return ConsumerRecord(topic, partition, self.offset, self.timestamp, 0, self.key, self.value, None,
-                              len(self.key or b""), len(self.value or b""), tuple(self.headers))
 
 
 @dataclass(slots=True)
@@ -108,8 +109,8 @@ class MemoryLog:
     def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int | None,
                headers: Iterable[tuple[str, bytes]] | None, txn: _Transaction | None = None) -> StoredRecord:
         log = self.topics[topic][partition]
-        record = StoredRecord(len(log), key, value, self.clock() if timestamp is None else timestamp,
-                              list(headers or ()), OPEN if txn is not None else COMMITTED, next(self._seq))
+        record = StoredRecord(topic, partition, len(log), key, value, self.clock() if timestamp is None else timestamp,
+                              tuple(headers or ()), OPEN if txn is not None else COMMITTED, next(self._seq))
         log.append(record)
         if txn is not None:
             txn.records.append(record)
@@ -322,9 +323,9 @@ class MemoryConsumer:
         """Whether an assigned, unpaused partition has records past its position."""
         return any(self._positions[tp] < self.log.end_offset(tp) for tp in self.assignment - self.paused)
 
-    def poll(self) -> dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]:
+    def poll(self) -> dict[TopicPartition, list[StoredRecord]]:
         """Every record past the position of each assigned, unpaused partition."""
-        out: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]] = {}
+        out: dict[TopicPartition, list[StoredRecord]] = {}
         for tp in sorted(self.assignment - self.paused):
             position = self._positions[tp]
             end = self.log.end_offset(tp)
@@ -333,7 +334,7 @@ class MemoryConsumer:
             records = self.log.read(tp, position)
             self._positions[tp] = end
             if records:
-                out[TopicPartition(*tp)] = [r.consumer_record(*tp) for r in records]
+                out[TopicPartition(*tp)] = records
         return out
 
 
