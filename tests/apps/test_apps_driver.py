@@ -143,3 +143,20 @@ def test_idle_app_closes_windows_by_wall_clock() -> None:
         driver.advance_time(3)  # window.idle.close.ms=300: the input is idle, time moves on
         assert [r.value for r in driver.output("idle_counts").read_all()] == [
             {"key": "k", "start": T0, "end": T0 + 2000, "value": 2}]
+
+
+def test_readme_testing_example() -> None:
+    """The example of the README's "Testing your apps", run against the tutorial's app."""
+    text = README.read_text()
+    section = text[text.index("### Unit tests: `AppTestDriver`"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    sys.modules["apps.my_pageviews"] = tutorial_module()
+    try:
+        scope: dict[str, object] = {}
+        exec(compile(code.group(1), "README.md (testing)", "exec"), scope)
+        test = scope["test_counts_per_minute"]
+        assert callable(test)
+        test()
+    finally:
+        del sys.modules["apps.my_pageviews"]
