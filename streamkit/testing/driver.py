@@ -291,7 +291,7 @@ class OutputRecord:
     key: Any
     value: Any
     timestamp: int
-    headers: dict[str, bytes] = field(default_factory=dict)
+    headers: dict[str, bytes | None] = field(default_factory=dict)
     partition: int = 0
     offset: int = 0
 

@@ -45,7 +45,7 @@ class StoredRecord:
     key: bytes | None
     value: bytes | None
     timestamp: int
-    headers: tuple[tuple[str, bytes], ...]  # a tuple: no list per record for the collector to scan
+    headers: tuple[tuple[str, bytes | None], ...]  # a tuple: no list per record for the collector to scan
     state: str = COMMITTED
     seq: int = 0  # the order of appends across the whole log
 
@@ -107,7 +107,7 @@ class MemoryLog:
         return next(self._round_robin.setdefault(topic, itertools.count())) % count
 
     def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None, timestamp: int | None,
-               headers: Iterable[tuple[str, bytes]] | None, txn: _Transaction | None = None) -> StoredRecord:
+               headers: Iterable[tuple[str, bytes | None]] | None, txn: _Transaction | None = None) -> StoredRecord:
         log = self.topics[topic][partition]
         record = StoredRecord(topic, partition, len(log), key, value, self.clock() if timestamp is None else timestamp,
                               tuple(headers or ()), OPEN if txn is not None else COMMITTED, next(self._seq))
