@@ -520,5 +520,7 @@ from streamkit.testing.driver import (  # noqa: E402
     OutputTopic,
     TableView,
 )
+from streamkit.testing.connect import ConnectorTestDriver  # noqa: E402
 
-__all__ += ["AppTestDriver", "DriverError", "InputTopic", "OutputRecord", "OutputTopic", "TableView"]
+__all__ += ["AppTestDriver", "ConnectorTestDriver", "DriverError", "InputTopic", "OutputRecord", "OutputTopic",
+            "TableView"]

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -56,3 +59,24 @@ def test_broker_fixture_is_a_real_broker(broker: BrokerThread) -> None:
         return record.value
 
     assert asyncio.run(roundtrip()) == b"hello"
+
+
+def test_connect_worker_fixture_runs_connectors_on_the_broker(connect_worker: Any, broker: BrokerThread,
+                                                              tmp_path: Path) -> None:
+    source = tmp_path / "in.txt"
+    source.write_text("one\ntwo\n")
+    config = {"connector.class": "FileStreamSource", "file": str(source), "topic": "plugin-lines",
+              "value.converter": "org.apache.kafka.connect.storage.StringConverter"}
+    response = httpx.put(f"{connect_worker.url}/connectors/lines/config", json=config, timeout=30)
+    assert response.status_code in (200, 201), response.text
+
+    async def read_two() -> list[bytes | None]:
+        consumer = AIOKafkaConsumer("plugin-lines", bootstrap_servers=broker.bootstrap,
+                                    auto_offset_reset="earliest", group_id=None)
+        await consumer.start()
+        try:
+            return [(await asyncio.wait_for(consumer.getone(), 30)).value for _ in range(2)]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(read_two()) == [b"one", b"two"]
