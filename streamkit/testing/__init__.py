@@ -512,6 +512,7 @@ class ZooKeeperServer(ChildProcess):
 
 
 # The app test driver (in memory, no broker): imported last, it builds on the streams runtime.
+from streamkit.testing.connect import ConnectorTestDriver  # noqa: E402
 from streamkit.testing.driver import (  # noqa: E402
     AppTestDriver,
     DriverError,
@@ -520,7 +521,6 @@ from streamkit.testing.driver import (  # noqa: E402
     OutputTopic,
     TableView,
 )
-from streamkit.testing.connect import ConnectorTestDriver  # noqa: E402
 
 __all__ += ["AppTestDriver", "ConnectorTestDriver", "DriverError", "InputTopic", "OutputRecord", "OutputTopic",
             "TableView"]
