@@ -153,7 +153,9 @@ class ConnectorTestDriver:
     # -- source --------------------------------------------------------------------------
 
     def poll(self) -> int:
-        """Call every source task's ``poll`` once; returns how many records were written."""
+        """Call every source task's ``poll`` once; returns how many records were written. A
+        task's ``poll`` may wait when it has nothing (FileStreamSource waits up to about a
+        second): that wait is the task's own."""
         if not self.is_source:
             raise TypeError(f"connector {self.name!r} is a sink: send records with input(topic).send()")
         written = 0
