@@ -19,19 +19,21 @@ from tests.apps import idle_app
 
 MINUTE = 60_000
 T0 = 1_700_000_000_000 // MINUTE * MINUTE  # a minute boundary, so windows start at T0
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+TUTORIAL = DOCS / "tutorials" / "first-stream-app.md"
+TESTING = DOCS / "how-to" / "testing.md"
+
+
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", page.read_text(), re.S | re.M)
 
 
 def tutorial_module() -> types.ModuleType:
-    """The app of the README's "Stream processing tutorial", exactly as the README shows it."""
-    text = README.read_text()
-    section = text[text.index("## Stream processing tutorial"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None, "the tutorial has no python block"
+    """The app of the tutorial "The first stream app", exactly as the page shows it."""
     module = types.ModuleType("my_pageviews")
     sys.modules["my_pageviews"] = module  # pydantic resolves the models' annotations there
     try:
-        exec(compile(code.group(1), "README.md (tutorial)", "exec"), module.__dict__)
+        exec(compile(python_blocks(TUTORIAL)[0], str(TUTORIAL), "exec"), module.__dict__)
     finally:
         del sys.modules["my_pageviews"]
     return module
@@ -41,7 +43,7 @@ def window(key: str, start: int, value: object) -> dict[str, object]:
     return {"key": key, "start": start, "end": start + MINUTE, "value": value}
 
 
-def test_readme_tutorial() -> None:
+def test_tutorial_app() -> None:
     tutorial = tutorial_module()
     with AppTestDriver(tutorial.app, start_time_ms=T0) as driver:
         views = driver.input("page_views")
@@ -145,18 +147,17 @@ def test_idle_app_closes_windows_by_wall_clock() -> None:
             {"key": "k", "start": T0, "end": T0 + 2000, "value": 2}]
 
 
-def test_readme_testing_example() -> None:
-    """The example of the README's "Testing your apps", run against the tutorial's app."""
-    text = README.read_text()
-    section = text[text.index("### Unit tests: `AppTestDriver`"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None
-    sys.modules["apps.my_pageviews"] = tutorial_module()
+def test_the_docs_driver_examples_run() -> None:
+    """The tutorial's own test and the AppTestDriver example of "Test your apps", run as the
+    pages show them (tests/docs runs them too, with the other blocks of their pages)."""
+    tutorial = types.ModuleType("my_pageviews")
+    sys.modules["my_pageviews"] = tutorial
     try:
-        scope: dict[str, object] = {}
-        exec(compile(code.group(1), "README.md (testing)", "exec"), scope)
-        test = scope["test_counts_per_minute"]
-        assert callable(test)
-        test()
+        for block in python_blocks(TUTORIAL)[:2]:
+            exec(compile(block, str(TUTORIAL), "exec"), tutorial.__dict__)
     finally:
-        del sys.modules["apps.my_pageviews"]
+        del sys.modules["my_pageviews"]
+    assert "test_views_per_minute" in tutorial.__dict__
+    scope: dict[str, object] = {"__name__": "testing_page"}
+    exec(compile(python_blocks(TESTING)[0], str(TESTING), "exec"), scope)
+    assert "test_clicks" in scope
