@@ -271,3 +271,24 @@ def test_global_tables_are_refused_at_start() -> None:
     with pytest.raises(StartupError, match="global tables"):
         AppTestDriver(app)
     assert app.runtime is None
+
+
+def test_a_failing_pipeline_or_timer_is_named_with_where_it_failed() -> None:
+    app = streamkit.App("dsl-fails", config={"num.partitions": 1})
+    src = app.topic("src", value_type=int)
+    app.stream(src).map(lambda n: 10 // n).to("out")
+
+    @app.timer(5)
+    async def broken() -> None:
+        raise RuntimeError("no service")
+
+    with AppTestDriver(app) as driver:
+        driver.input("src").send(5)
+        assert [r.value for r in driver.output("out").read_all()] == [2]
+        with pytest.raises(DriverError, match=r"processing src-0@1 in the DSL pipelines failed: ZeroDivisionError"):
+            driver.input("src").send(0)
+        # Nothing was committed: the restarted app reads both records again, in one batch.
+        with pytest.raises(DriverError, match=r"processing src-0@0\.\.1 in the DSL pipelines failed"):
+            driver.restart()
+    with AppTestDriver(app) as driver, pytest.raises(DriverError, match=r"timer 'broken' failed .*no service"):
+        driver.advance_time(5)
