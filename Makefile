@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv docs demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark lint clean
+.PHONY: venv docs demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark bench-driver lint clean
 
 venv: $(STAMP)
 
@@ -23,7 +23,7 @@ test: venv
 test-fast: venv
 	$(BIN)/python -m pytest -m "not slow and not integration"
 
-bench: bench-log bench-broker bench-streams bench-connect bench-spark
+bench: bench-log bench-broker bench-streams bench-connect bench-spark bench-driver
 
 bench-log: venv
 	$(BIN)/python benchmarks/log_bench.py
@@ -36,6 +36,9 @@ bench-streams: venv
 
 bench-connect: venv
 	$(BIN)/python benchmarks/connect_bench.py
+
+bench-driver: venv
+	$(BIN)/python benchmarks/driver_bench.py
 
 bench-spark: venv
 	$(BIN)/python benchmarks/spark_bench.py
