@@ -57,6 +57,9 @@ class SettingsError(ValueError):
 
 
 class AppSettings(BaseModel):
+    """An app's settings, validated, under Kafka Streams' and the Kafka clients' names
+    (see the module docstring; ``App(config=...)`` builds one)."""
+
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
     application_id: str = Field(alias="application.id", min_length=1, pattern=r"^[a-zA-Z0-9._-]+$",
@@ -172,6 +175,7 @@ class AppSettings(BaseModel):
 
     @property
     def exactly_once(self) -> bool:
+        """Whether ``processing.guarantee`` is exactly-once (either spelling)."""
         return self.processing_guarantee != "at_least_once"
 
     @property
