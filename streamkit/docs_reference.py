@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["PAGES", "app_settings", "broker_settings", "cli", "connect_rest", "connector_settings",
-           "group_settings", "kafka_apis", "python_api", "topic_settings", "worker_settings"]
+           "group_settings", "kafka_apis", "python_api", "topic_settings", "worker_rest", "worker_settings"]
 
 LONG_MAX = 2**63 - 1
 
@@ -172,15 +172,33 @@ def connect_rest() -> str:
     from streamkit.connect.rest import create_app
 
     spec = create_app(None).openapi()  # type: ignore[arg-type]  # routes only; no herder is called
-    rows = ["| method | path | what it does |", "|---|---|---|"]
-    for path, methods in spec.get("paths", {}).items():
-        for method, op in methods.items():
-            summary = op.get("description") or op.get("summary") or ""
-            rows.append(f"| {method.upper()} | `{path}` | {_cell(summary.strip().splitlines()[0] if summary else '')} |")
     return ("# Connect REST API\n\n"
             "Kafka Connect's REST API, served by every Connect worker (`rest.port`, default 8083). "
             "Errors are JSON bodies `{\"error_code\": ..., \"message\": ...}` with 4xx codes for bad "
-            "input.\n\n" + "\n".join(rows) + "\n")
+            "input.\n\n" + _openapi_table(spec))
+
+
+def worker_rest() -> str:
+    from types import SimpleNamespace
+
+    from streamkit.streams.web import WebServer
+
+    runtime = SimpleNamespace(app=SimpleNamespace(id="APP"))  # routes only; no handler runs
+    spec = WebServer(runtime, 0).asgi().openapi()  # type: ignore[arg-type]
+    return ("# Stream app REST API\n\n"
+            "Each worker serves it with `streamkit worker --web-port PORT` (`web.port`): interactive "
+            "queries of its tables, health and metrics. Only GET; errors are JSON `{\"error\": ...}` "
+            "with 400 for a key or limit that does not parse and 404 for a missing table, key or "
+            "route.\n\n" + _openapi_table(spec))
+
+
+def _openapi_table(spec: dict[str, Any]) -> str:
+    rows = ["| method | path | what it does |", "|---|---|---|"]
+    for path, methods in spec.get("paths", {}).items():
+        for method, op in methods.items():
+            text = (op.get("description") or op.get("summary") or "").strip()
+            rows.append(f"| {method.upper()} | `{path}` | {_cell(text.splitlines()[0] if text else '')} |")
+    return "\n".join(rows) + "\n"
 
 
 def _kio_api_names() -> dict[int, str]:
@@ -251,6 +269,7 @@ PAGES: dict[str, Any] = {
     "reference/connector-settings.md": connector_settings,
     "reference/cli.md": cli,
     "reference/connect-rest.md": connect_rest,
+    "reference/worker-rest.md": worker_rest,
     "reference/kafka-apis.md": kafka_apis,
     "reference/python-api.md": python_api,
 }
