@@ -184,7 +184,7 @@ def worker_rest() -> str:
     from streamkit.streams.web import WebServer
 
     runtime = SimpleNamespace(app=SimpleNamespace(id="APP"))  # routes only; no handler runs
-    spec = WebServer(runtime, 0).asgi().openapi()  # type: ignore[arg-type]
+    spec = WebServer(runtime, 0).asgi().openapi()
     return ("# Stream app REST API\n\n"
             "Each worker serves it with `streamkit worker --web-port PORT` (`web.port`): interactive "
             "queries of its tables, health and metrics. Only GET; errors are JSON `{\"error\": ...}` "
