@@ -88,10 +88,39 @@ def group_settings() -> str:
             "overrides of the broker's group settings.\n\n" + "\n".join(rows) + "\n")
 
 
-def _model_page(title: str, intro: str, model: Any) -> str:
-    from streamkit.connect.settings_doc import settings_table
+def _kind(annotation: Any) -> tuple[str, str]:
+    """(type, valid values) of a pydantic field's annotation, in Kafka's words."""
+    import types
+    import typing
 
-    return f"# {title}\n\n{intro}\n\n" + settings_table(model)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is typing.Literal:
+        return "string", ", ".join(f"`{a}`" for a in typing.get_args(annotation))
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return _kind(args[0])
+    names = {bool: "boolean", int: "int", float: "double", str: "string"}
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation)).lower()), ""
+
+
+def _model_table(model: Any) -> str:
+    """A pydantic settings model as a reference table: setting, type, default, valid
+    values (choices and bounds from its validation), description."""
+    from streamkit.connect.settings_doc import _default, _internal
+
+    rows = ["| setting | type | default | valid values | description |", "|---|---|---|---|---|"]
+    for name, info in model.model_fields.items():
+        if _internal(info):
+            continue
+        kind, valid = _kind(info.annotation)
+        bounds = [f"{op} {getattr(m, attr)}" for m in info.metadata
+                  for attr, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")) if hasattr(m, attr)]
+        valid = valid or ", ".join(bounds)
+        rows.append(f"| `{info.alias or name}` | {kind} | {_default(info)} | {valid} | {_cell(info.description or '')} |")
+    return "\n".join(rows) + "\n"
+
+
+def _model_page(title: str, intro: str, model: Any) -> str:
+    return f"# {title}\n\n{intro}\n\n" + _model_table(model)
 
 
 def app_settings() -> str:
@@ -115,14 +144,15 @@ def worker_settings() -> str:
 
 
 def connector_settings() -> str:
+    from streamkit.connect.config import CommonConfig
     from streamkit.connect.plugins import BUILTIN_CONNECTORS, import_class
-    from streamkit.connect.settings_doc import settings_table
 
     parts = ["# Connector settings\n",
              "Every built-in connector's own settings, beside the common ones (`name`, "
              "`connector.class`, `tasks.max`, `topics`, converters, transforms, `errors.*`). "
              "`connector.class` takes the Python path, the class name or Kafka Connect's and "
-             "Confluent's Java class names.\n"]
+             "Confluent's Java class names.\n",
+             "## Common settings\n\nEvery connector takes these (Kafka Connect's names).\n\n" + _model_table(CommonConfig)]
     for path in BUILTIN_CONNECTORS:
         try:
             cls = import_class(path)
@@ -130,7 +160,7 @@ def connector_settings() -> str:
             continue
         aliases = ", ".join(f"`{a}`" for a in getattr(cls, "aliases", ()))
         parts.append(f"## {cls.__name__}\n\n`connector.class`: `{path.replace(':', '.')}`"
-                     + (f" (also {aliases})" if aliases else "") + "\n\n" + settings_table(cls.config_model))
+                     + (f" (also {aliases})" if aliases else "") + "\n\n" + _model_table(cls.config_model))
     return "\n".join(parts)
 
 
