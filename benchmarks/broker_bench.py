@@ -169,9 +169,9 @@ def admin(target: Target) -> AdminClient:
     return AdminClient({"bootstrap.servers": target.bootstrap, **COMMON})
 
 
-def create_topic(target: Target, topic: str) -> None:
+def create_topic(target: Target, topic: str, partitions: int = 1) -> None:
     client = admin(target)  # keep a reference: a destroyed client fails its futures
-    for future in client.create_topics([NewTopic(topic, 1, 1)]).values():
+    for future in client.create_topics([NewTopic(topic, partitions, 1)]).values():
         future.result(30)
     # Wait until the topic is in the metadata with a leader.
     deadline = time.monotonic() + 30
@@ -247,8 +247,8 @@ def raw_socket(seconds: float = 2.0, chunk: int = MIB) -> float:
 def run_share(target: Target, args: argparse.Namespace) -> dict[str, Any]:
     print(f"\nshare groups: {args.share_records:,} x {VALUE_SIZE}-byte records per round", flush=True)
 
-    def fill(topic: str, records: int) -> None:
-        create_topic(target, topic)
+    def fill(topic: str, records: int, partitions: int) -> None:
+        create_topic(target, topic, partitions)
         produce_run(target, topic, records)
 
     return share_rounds(target.bootstrap, target.pid, args.share_records, args.trials, fill, cpu_seconds, COMMON)
