@@ -50,6 +50,15 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = -
     assert producer.flush(30) == 0
 
 
+def _produce_batches(bootstrap: str, topic: str, batches: list[list[bytes]], partition: int = 0) -> None:
+    """Each list as one batch in the log (flushed before the next)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for batch in batches:
+        for v in batch:
+            producer.produce(topic, value=v, partition=partition)
+        assert producer.flush(30) == 0
+
+
 def _consumer(bootstrap: str, group: str, explicit: bool = False) -> ShareConsumer:
     config = {"bootstrap.servers": bootstrap, "group.id": group}
     if explicit:
@@ -355,7 +364,7 @@ def test_share_protocol_errors_on_the_wire(broker: BrokerProcess, topic_name: st
     """Members, epochs, share sessions and acknowledgements, by raw requests: each mistake
     gets Kafka's error code and the state stays as it was."""
     create_topic(broker.bootstrap, topic_name, 2)
-    _produce(broker.bootstrap, topic_name, [b"x%d" % i for i in range(8)], partition=0)
+    _produce_batches(broker.bootstrap, topic_name, [[b"x%d" % i, b"x%d" % (i + 1)] for i in range(0, 8, 2)])
     _start_from_earliest(broker.bootstrap, "g-wire", topic_name, partitions=2)
     with connect(broker.bootstrap) as sock:
         assert _heartbeat(sock, "g-wire", "m1", 3, None).error_code == ErrorCode.unknown_member_id
@@ -442,3 +451,38 @@ def test_delete_groups_deletes_an_empty_share_group(broker: BrokerProcess, topic
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.delete_consumer_groups(["g-del"])["g-del"].result(30)
     assert _share_offsets(broker.bootstrap, "g-del", topic_name) == [(0, -1, -1)]
+
+
+def test_a_topic_deleted_and_created_again_starts_fresh_for_an_existing_share_group(
+        broker: BrokerProcess, topic_name: str) -> None:
+    """Share-partition state belongs to a topic id: the old topic's window (here at offset
+    6) says nothing about a new topic of the same name, whose records all arrive."""
+    group = "g-recreate"
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    client = admin(broker.bootstrap)
+    client.incremental_alter_configs([resource])[resource].result(30)
+    create_topic(broker.bootstrap, topic_name, 1)
+    _produce(broker.bootstrap, topic_name, [b"old%d" % i for i in range(6)])
+    reader = _Reader(broker.bootstrap, group, topic_name)
+    reader.start()
+    try:
+        wait_until(lambda: len(reader.seen) >= 6, 60, lambda: f"seen {reader.seen}")
+        wait_until(lambda: _share_offsets(broker.bootstrap, group, topic_name) == [(0, 6, 0)], 30,
+                   lambda: f"share offsets {_share_offsets(broker.bootstrap, group, topic_name)}")
+    finally:
+        reader.stop()
+    client.delete_topics([topic_name])[topic_name].result(30)
+    wait_until(lambda: topic_name not in client.list_topics(timeout=10).topics, 30, "the topic is gone")
+    create_topic(broker.bootstrap, topic_name, 1)
+    new = [b"new%d" % i for i in range(3)]
+    _produce(broker.bootstrap, topic_name, new)
+    again = _Reader(broker.bootstrap, group, topic_name)
+    again.start()
+    try:
+        wait_until(lambda: len(again.seen) >= 3, 30, lambda: f"seen {again.seen} of the new topic's {new}")
+        wait_until(lambda: _share_offsets(broker.bootstrap, group, topic_name) == [(0, 3, 0)], 30,
+                   lambda: f"share offsets {_share_offsets(broker.bootstrap, group, topic_name)}")
+    finally:
+        again.stop()
+    assert sorted(again.seen) == new

@@ -275,35 +275,42 @@ async def _share_fetch(state: BrokerState, body: Any, group_id: str, member_id: 
             "partition_index": index, "error_code": ErrorCode.none, "acknowledge_error_code": 0,
             "current_leader": _leader(state), "records": b"", "acquired_records": []})
 
-    for t in body.topics:
-        topic = _topic_name(state, t.topic_id)
-        for p in t.partitions:
-            index = int(p.partition_index)
-            if topic is None:
-                results[(str(t.topic_id), index)] = {
-                    "partition_index": index, "error_code": ErrorCode.unknown_topic_id,
-                    "acknowledge_error_code": 0, "current_leader": _leader(state), "records": b"",
-                    "acquired_records": []}
-                ids[str(t.topic_id)] = t.topic_id
-                continue
-            ids[topic] = t.topic_id
-            if epoch != -1:
-                session.partitions.add((topic, index))
-            if p.acknowledgement_batches:
-                ack, ack_message = _acknowledge(state, group_id, member_id, topic, index, p.acknowledgement_batches)
-                e = entry(topic, index)
-                e["acknowledge_error_code"] = int(ack)
-                e["acknowledge_error_message"] = ack_message
-            else:
-                entry(topic, index)
-    for t in field(body, "forgotten_topics_data", ()) or ():
-        topic = _topic_name(state, t.topic_id)
-        for index in t.partitions:
-            session.partitions.discard((topic or "", int(index)))
-    if epoch == -1:
-        share.close_session(group_id, member_id)
-    else:
-        await _fill(state, body, group_id, member_id, session.partitions, entry, ids)
+    fill = _Fill(state, body, group_id, member_id, entry)
+    with share.batched():  # the acknowledgements and the first acquisition: one write
+        for t in body.topics:
+            topic = _topic_name(state, t.topic_id)
+            for p in t.partitions:
+                index = int(p.partition_index)
+                if topic is None:
+                    results[(str(t.topic_id), index)] = {
+                        "partition_index": index, "error_code": ErrorCode.unknown_topic_id,
+                        "acknowledge_error_code": 0, "current_leader": _leader(state), "records": b"",
+                        "acquired_records": []}
+                    ids[str(t.topic_id)] = t.topic_id
+                    continue
+                ids[topic] = t.topic_id
+                if epoch != -1:
+                    session.partitions.add((topic, index))
+                if p.acknowledgement_batches:
+                    ack, ack_message = _acknowledge(state, group_id, member_id, topic, index,
+                                                    p.acknowledgement_batches)
+                    e = entry(topic, index)
+                    e["acknowledge_error_code"] = int(ack)
+                    e["acknowledge_error_message"] = ack_message
+                else:
+                    entry(topic, index)
+        for t in field(body, "forgotten_topics_data", ()) or ():
+            topic = _topic_name(state, t.topic_id)
+            for index in t.partitions:
+                session.partitions.discard((topic or "", int(index)))
+        if epoch == -1:
+            share.close_session(group_id, member_id)
+            got = 0
+        else:
+            fill.partitions = sorted(session.partitions)
+            got = fill.once()
+    if epoch != -1 and not got:
+        await fill.wait()
     responses: dict[str, dict[str, Any]] = {}
     for (topic, _index), e in sorted(results.items(), key=lambda kv: kv[0]):
         tid = ids.get(topic)
@@ -315,36 +322,52 @@ async def _share_fetch(state: BrokerState, body: Any, group_id: str, member_id: 
             "responses": list(responses.values()), "node_endpoints": []}
 
 
-async def _fill(state: BrokerState, body: Any, group_id: str, member_id: str,
-                partitions: set[tuple[str, int]], entry: Any, ids: dict[str, Any]) -> None:
-    """Acquire records for the session's partitions, waiting up to max_wait for some."""
-    max_records = max(int(field(body, "max_records", 500)), 1)
-    max_bytes = min(int(field(body, "max_bytes", state.config.fetch_max_bytes)), state.config.fetch_max_bytes)
-    deadline = state.clock() + _ms(body.max_wait)
-    ordered = sorted(partitions)
-    while True:
+class _Fill:
+    """Acquiring records for a share session's partitions: ``once()`` (synchronous, so it
+    runs inside the request's write batch), and ``wait()`` for some up to max_wait."""
+
+    def __init__(self, state: BrokerState, body: Any, group_id: str, member_id: str,
+                 entry: Callable[[str, int], dict[str, Any]]) -> None:
+        self.state = state
+        self.group_id = group_id
+        self.member_id = member_id
+        self.entry = entry
+        self.max_records = max(int(field(body, "max_records", 500)), 1)
+        self.max_bytes = min(int(field(body, "max_bytes", state.config.fetch_max_bytes)),
+                             state.config.fetch_max_bytes)
+        self.deadline = state.clock() + _ms(body.max_wait)
+        self.partitions: list[tuple[str, int]] = []
+
+    def once(self) -> int:
+        """Records acquired for the session's partitions now."""
         got = 0
-        budget = max_bytes
-        for topic, index in ordered:
-            if got >= max_records or budget <= 0:
+        budget = self.max_bytes
+        for topic, index in self.partitions:
+            if got >= self.max_records or budget <= 0:
                 break
-            data, ranges, code = _fetch_partition(state, group_id, member_id, topic, index,
-                                                  max_records - got, budget)
+            data, ranges, code = _fetch_partition(self.state, self.group_id, self.member_id, topic, index,
+                                                  self.max_records - got, budget)
             if code != ErrorCode.none:
-                entry(topic, index)["error_code"] = code
+                self.entry(topic, index)["error_code"] = code
                 continue
             if ranges:
-                e = entry(topic, index)
+                e = self.entry(topic, index)
                 e["records"] = data
                 e["acquired_records"] = ranges
                 got += sum(r["last_offset"] - r["first_offset"] + 1 for r in ranges)
                 budget -= len(data)
-        remaining = deadline - state.clock()
-        if got or remaining <= 0 or not ordered:
-            return
-        if not await state.waiters.wait(ordered, min(remaining, 100) / 1000):
-            # no append; a lock may still have expired, so look again until the deadline
-            continue
+        return got
+
+    async def wait(self) -> None:
+        while self.partitions:
+            remaining = self.deadline - self.state.clock()
+            if remaining <= 0:
+                return
+            # no append wakes it: a lock may still have expired, so look again until the deadline
+            await self.state.waiters.wait(self.partitions, min(remaining, 100) / 1000)
+            with self.state.share.batched():
+                if self.once():
+                    return
 
 
 async def share_acknowledge(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
@@ -370,6 +393,15 @@ def _share_acknowledge(state: BrokerState, body: Any, group_id: str, member_id: 
     code, session = share.session(group_id, member_id, epoch)
     if session is None:
         return _top_error(code, f"share session of member {member_id}: {code.name}")
+    with share.batched():
+        responses = _acknowledge_all(state, body, group_id, member_id)
+        if epoch == -1:
+            share.close_session(group_id, member_id)
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses, "node_endpoints": [],
+            "acquisition_lock_timeout": share.settings_for(group_id).record_lock_duration_ms}
+
+
+def _acknowledge_all(state: BrokerState, body: Any, group_id: str, member_id: str) -> list[dict[str, Any]]:
     responses = []
     for t in body.topics:
         topic = _topic_name(state, t.topic_id)
@@ -384,10 +416,7 @@ def _share_acknowledge(state: BrokerState, body: Any, group_id: str, member_id: 
             parts.append({"partition_index": index, "error_code": ack, "error_message": ack_message,
                           "current_leader": _leader(state)})
         responses.append({"topic_id": t.topic_id, "partitions": parts})
-    if epoch == -1:
-        share.close_session(group_id, member_id)
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses, "node_endpoints": [],
-            "acquisition_lock_timeout": share.settings_for(group_id).record_lock_duration_ms}
+    return responses
 
 
 # -- Describe/Alter/DeleteShareGroupOffsets ---------------------------------------------------
@@ -448,7 +477,8 @@ async def _durably(state: BrokerState, group_id: str, call: Callable[[], dict[st
     if (error := share_error(state, group_id)) != ErrorCode.none:
         return {"throttle_time": 0, "error_code": error, "error_message": None, "responses": []}
     mark = state.coordinators.share_mark(group_id)
-    reply = call()
+    with state.share.batched():
+        reply = call()
     durable = await state.coordinators.share_writes_since(group_id, mark)
     if durable != ErrorCode.none:
         return {"throttle_time": 0, "error_code": durable, "error_message": None, "responses": []}
