@@ -229,6 +229,35 @@ def test_member_epochs_fencing_and_session_timeout() -> None:
 # -- coordinator: sessions and durability --------------------------------------------------
 
 
+def test_a_topic_created_again_under_its_name_moves_the_assignment() -> None:
+    clock = Clock()
+    group = ShareGroup("g", clock, 45_000)
+    ids = {"t": "id-1"}
+    first = group.heartbeat("a", 0, ("t",), None, "c", "h", {"t": 1}.get, ids.get)
+    assert first.assignment == {"t": (0,)}
+    assert group.heartbeat("a", first.member_epoch, None, None, "c", "h", {"t": 1}.get, ids.get).assignment is None
+    ids["t"] = "id-2"  # deleted and created again between two heartbeats: same name, same partitions
+    moved = group.heartbeat("a", first.member_epoch, None, None, "c", "h", {"t": 1}.get, ids.get)
+    assert moved.member_epoch > first.member_epoch
+    assert moved.assignment == {"t": (0,)}  # sent again: the handler answers it with the new topic id
+
+
+def test_share_partition_state_belongs_to_a_topic_id() -> None:
+    clock = Clock()
+    log = MemoryLog()
+    co = _coordinator(clock, log)
+    old = co.partition(("g", "t", 0), "id-1", lambda _reset: 0)
+    old.acquire("a", 10, [(0, 5)])
+    old.acknowledge("a", 0, 5, (AckType.ACCEPT,))
+    co.persist(("g", "t", 0))
+    reloaded = _coordinator(clock, log)
+    reloaded.load()
+    assert reloaded.partition(("g", "t", 0), "id-1", lambda _reset: 0).start_offset == 6
+    fresh = reloaded.partition(("g", "t", 0), "id-2", lambda _reset: 0)
+    assert (fresh.start_offset, fresh.end_offset) == (0, 0)
+    assert _offsets(fresh.acquire("a", 10, [(0, 2)])) == [0, 1, 2]
+
+
 def _coordinator(clock: Clock, log: MemoryLog) -> ShareCoordinator:
     return ShareCoordinator(ShareSettings(), ShareStateStore(log, 4, clock), clock)
 

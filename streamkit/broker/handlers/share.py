@@ -54,6 +54,11 @@ def _partitions_of(state: BrokerState, topic: str) -> int | None:
     return None if info is None or info.internal else info.partitions
 
 
+def _topic_id_of(state: BrokerState, topic: str) -> str | None:
+    info = state.topics.get(topic)
+    return None if info is None else str(info.topic_id)
+
+
 def _topic_partitions(state: BrokerState, assignment: dict[str, tuple[int, ...]]) -> list[dict[str, Any]]:
     out = []
     for topic, parts in sorted(assignment.items()):
@@ -85,7 +90,7 @@ async def share_group_heartbeat(state: BrokerState, req: Request, client: Client
     result = state.share.heartbeat(
         body.group_id, body.member_id, int(body.member_epoch),
         None if subscribed is None else tuple(subscribed), field(body, "rack_id"),
-        client.client_id, client.host, lambda t: _partitions_of(state, t))
+        client.client_id, client.host, lambda t: _partitions_of(state, t), lambda t: _topic_id_of(state, t))
     reply: dict[str, Any] = {"throttle_time": 0, "error_code": result.error, "error_message": result.message,
                              "member_id": body.member_id, "member_epoch": result.member_epoch,
                              "heartbeat_interval": interval, "assignment": None}
@@ -424,10 +429,11 @@ def _acknowledge_all(state: BrokerState, body: Any, group_id: str, member_id: st
 
 def share_lag(state: BrokerState, group_id: str, topic: str, index: int) -> tuple[int, int]:
     """(start offset, lag) of a share-partition; (-1, -1) if it was never initialized."""
-    sp = state.share.partitions.get((group_id, topic, index))
+    key = (group_id, topic, index)
+    sp = state.share.partitions.get(key)
     plog = state.topics.partition(topic, index)
-    if sp is None or plog is None:
-        return -1, -1
+    if sp is None or plog is None or state.share.topic_ids.get(key) not in (_topic_id_of(state, topic), ""):
+        return -1, -1  # never initialized, or for a topic of this name that is gone
     start = max(sp.start_offset, plog.log_start_offset)
     return start, max(plog.high_watermark - start - sp.done_in_window(), 0)
 

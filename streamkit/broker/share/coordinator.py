@@ -158,7 +158,8 @@ class ShareCoordinator:
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int,
                   subscribed: tuple[str, ...] | None, rack_id: str | None, client_id: str,
-                  client_host: str, partitions_of: Callable[[str], int | None]) -> HeartbeatResult:
+                  client_host: str, partitions_of: Callable[[str], int | None],
+                  topic_id_of: Callable[[str], str | None] = lambda _t: None) -> HeartbeatResult:
         self.expire_members()
         group = self.group(group_id, create=member_epoch == 0)
         if group is None:
@@ -166,7 +167,7 @@ class ShareCoordinator:
             return HeartbeatResult(code, f"share group {group_id} has no member {member_id}"
                                    if code != ErrorCode.none else None, member_epoch=-1)
         result = group.heartbeat(member_id, member_epoch, subscribed, rack_id, client_id,
-                                 client_host, partitions_of)
+                                 client_host, partitions_of, topic_id_of)
         if member_epoch == -1:
             self._member_gone(group_id, member_id)
         return result
