@@ -395,3 +395,25 @@ def test_deleting_a_share_group_needs_it_empty_and_removes_its_state() -> None:
     assert co.delete_group("g") == ErrorCode.none
     assert co.delete_group("g") == ErrorCode.group_id_not_found
     assert _coordinator(clock, log).load() == 0
+
+
+def test_a_batch_of_changes_is_one_append_with_one_record_per_share_partition() -> None:
+    clock = Clock()
+    log = MemoryLog()
+    co = _coordinator(clock, log)
+    keys = [("g", "t", 0), ("g", "t", 1)]
+    parts = [co.partition(k, "id", lambda _reset: 0) for k in keys]
+    before = sum(len(b) for b in log.batches.values())
+    with co.batched():
+        for key, sp in zip(keys, parts, strict=True):
+            got = sp.acquire("a", 10, [(0, 4), (5, 9)])
+            co.persist(key)
+            sp.acknowledge("a", got[0].first_offset, got[0].last_offset, (AckType.ACCEPT,))
+            co.persist(key)
+        assert sum(len(b) for b in log.batches.values()) == before  # nothing written yet
+    [batch] = [b for p in log.batches.values() for b in p][before:]
+    records = decode_batch(batch)[1]
+    assert len(records) == 2  # one delta per share-partition
+    reloaded = _coordinator(clock, log)
+    assert reloaded.load() == 2
+    assert all(reloaded.partitions[k].start_offset == 10 for k in keys)

@@ -260,6 +260,63 @@ def test_share_state_survives_a_broker_sigkill(tmp_path: Path, topic_name: str) 
         broker.stop()
 
 
+def test_max_poll_records_ends_a_poll_at_a_batch_boundary(broker: BrokerProcess, topic_name: str) -> None:
+    """Records are acquired whole log batches at a time: with max.poll.records=5 over
+    batches of 3, a poll gets two whole batches (6 records), never part of one."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    _produce_batches(broker.bootstrap, topic_name, [[b"%02d" % (i + j) for j in range(3)] for i in range(0, 12, 3)])
+    _start_from_earliest(broker.bootstrap, "g-batches", topic_name)
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-batches", "max.poll.records": 5})
+    consumer.subscribe([topic_name])
+    polls: list[list[int]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while sum(map(len, polls)) < 12 and time.monotonic() < deadline:
+            got = [m.offset() for m in consumer.poll(0.5).records() if not m.error()]
+            if got:
+                polls.append(got)
+    finally:
+        consumer.close()
+    assert polls == [list(range(6)), list(range(6, 12))]
+
+
+def test_acknowledgements_in_a_share_fetch_are_never_redelivered_after_sigkill(tmp_path: Path, topic_name: str) -> None:
+    """A ShareFetch that settles records and acquires more writes both in one batch to
+    ``__share_group_state`` before its answer: after SIGKILL, what it accepted or rejected
+    never comes back, and what was acquired but not settled comes back counted."""
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, settings=BROKER_SETTINGS).start()
+    try:
+        create_topic(broker.bootstrap, topic_name, 1)
+        _produce_batches(broker.bootstrap, topic_name, [[b"d%02d" % (i + j) for j in range(4)] for i in range(0, 12, 4)])
+        _start_from_earliest(broker.bootstrap, "g-acks9", topic_name)
+        with connect(broker.bootstrap) as sock:
+            topic_id = _heartbeat(sock, "g-acks9", "m1", 0, (topic_name,)).assignment.topic_partitions[0].topic_id
+            first = _share_fetch(sock, "g-acks9", "m1", 0, topic_id, max_records=4)
+            assert [(r.first_offset, r.last_offset) for r in first.responses[0].partitions[0].acquired_records] == [(0, 3)]
+            second = _share_fetch(sock, "g-acks9", "m1", 1, topic_id, acks=((0, 3, 1),), max_records=4)
+            [part] = second.responses[0].partitions
+            assert part.acknowledge_error_code == ErrorCode.none
+            assert [(r.first_offset, r.last_offset) for r in part.acquired_records] == [(4, 7)]
+            # accept 4-5, reject 6, keep 7; acquire 8-11 in the same request
+            third = _share_fetch(sock, "g-acks9", "m1", 2, topic_id, acks=((4, 5, 1), (6, 6, 3)), max_records=4)
+            [part] = third.responses[0].partitions
+            assert part.acknowledge_error_code == ErrorCode.none
+            assert [(r.first_offset, r.last_offset) for r in part.acquired_records] == [(8, 11)]
+        broker.kill()
+        broker = BrokerProcess(data, settings=BROKER_SETTINGS).start()
+        assert _share_offsets(broker.bootstrap, "g-acks9", topic_name)[0][1] == 7
+        with connect(broker.bootstrap) as sock:
+            _heartbeat(sock, "g-acks9", "m2", 0, (topic_name,))
+            again = _share_fetch(sock, "g-acks9", "m2", 0, topic_id, max_records=100)
+            redelivered = [(r.first_offset, r.last_offset, r.delivery_count)
+                           for r in again.responses[0].partitions[0].acquired_records]
+            assert redelivered == [(7, 11, 2)]
+            assert not _share_fetch(sock, "g-acks9", "m2", 1, topic_id, max_records=100).responses[0].partitions[0].acquired_records
+    finally:
+        broker.stop()
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([sys.executable, "-m", "streamkit", *args], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "COLUMNS": "200"})
