@@ -47,9 +47,12 @@ overrides). If Tansu cannot be had, the run says why and goes on with streamkit 
    ratio transactional/plain is the median of the rounds' paired ratios; target >= 0.8 at
    10,000. ``--transactions-only`` runs only this part.
 6. Share groups (streamkit only; see ``_share.py``), ``--trials`` interleaved rounds of
-   ``--share-records`` records in one partition: a classic consumer group of one consumer
-   against share groups (KIP-932) of one and of four ShareConsumers. ``--share-only`` runs
-   only this part.
+   ``--share-records`` records: a classic consumer group of one consumer against share
+   groups (KIP-932) of one and of four ShareConsumers on one partition, and of one and of
+   four on four partitions (also with 10 us of I/O wait per record), each consumer in a
+   process of its own; the broker's and the consumers' CPU per record. Targets: one
+   ShareConsumer >= 0.7x the classic consumer, four on four partitions above one.
+   ``--share-only`` runs only this part.
 7. Rebalance time (streamkit only), ``--trials`` rounds alternating the two group
    protocols on a broker of its own: ``--rebalance-members`` librdkafka consumers share a
    12-partition topic, then one more joins (and later one leaves). Timed from the newcomer's
