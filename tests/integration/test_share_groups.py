@@ -280,6 +280,45 @@ def test_max_poll_records_ends_a_poll_at_a_batch_boundary(broker: BrokerProcess,
     assert polls == [list(range(6)), list(range(6, 12))]
 
 
+def test_records_an_acknowledgement_frees_go_to_a_waiting_member_first(broker: BrokerProcess, topic_name: str) -> None:
+    """Batches bigger than group.share.partition.max.record.locks fill the in-flight window
+    one at a time. A member that accepts its batch and fetches in one request must not take
+    the next batch from a member already waiting for it (Kafka serves delayed share fetches
+    first), or one busy member starves the others."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    _produce_batches(broker.bootstrap, topic_name, [[b"w%04d" % i for i in range(2500)] for _ in range(2)])
+    _start_from_earliest(broker.bootstrap, "g-fair", topic_name)
+    with connect(broker.bootstrap) as sock1, connect(broker.bootstrap) as sock2:
+        topic_id = _heartbeat(sock1, "g-fair", "m1", 0, (topic_name,)).assignment.topic_partitions[0].topic_id
+        _heartbeat(sock2, "g-fair", "m2", 0, (topic_name,))
+        first = _share_fetch(sock1, "g-fair", "m1", 0, topic_id, max_records=500)
+        assert [(r.first_offset, r.last_offset) for r in first.responses[0].partitions[0].acquired_records] == [(0, 2499)]
+        waiting: list[Any] = []
+        waiter = threading.Thread(target=lambda: waiting.append(
+            _share_fetch(sock2, "g-fair", "m2", 0, topic_id, max_records=500, max_wait_ms=10_000)))
+        waiter.start()
+        with connect(broker.bootstrap) as sock3:
+            # m2's share session exists once its ShareFetch found the window full and parked
+            # (one step on the broker's loop), which an empty ShareAcknowledge in it tells
+            wait_until(lambda: _session_open(sock3, "g-fair", "m2"), 10, "m2's ShareFetch is parked")
+        assert waiter.is_alive()
+        second = _share_fetch(sock1, "g-fair", "m1", 1, topic_id, acks=((0, 2499, 1),), max_records=500)
+        waiter.join(15)
+        assert not waiter.is_alive()
+    assert second.responses[0].partitions[0].acknowledge_error_code == ErrorCode.none
+    assert not second.responses[0].partitions[0].acquired_records
+    [got] = waiting
+    assert [(r.first_offset, r.last_offset) for r in got.responses[0].partitions[0].acquired_records] == [(2500, 4999)]
+
+
+def _session_open(sock: Any, group: str, member: str) -> bool:
+    from kio.schema.share_acknowledge.v1.request import ShareAcknowledgeRequest
+
+    reply = call(sock, ShareAcknowledgeRequest(group_id=group, member_id=member, share_session_epoch=i32(1),
+                                               topics=()))
+    return bool(reply.error_code == ErrorCode.none)
+
+
 def test_acknowledgements_in_a_share_fetch_are_never_redelivered_after_sigkill(tmp_path: Path, topic_name: str) -> None:
     """A ShareFetch that settles records and acquires more writes both in one batch to
     ``__share_group_state`` before its answer: after SIGKILL, what it accepted or rejected
@@ -396,7 +435,7 @@ def _heartbeat(sock: Any, group: str, member: str, epoch: int, topics: tuple[str
 
 def _share_fetch(sock: Any, group: str, member: str, epoch: int, topic_id: Any,
                  acks: tuple[tuple[int, int, int], ...] = (), max_records: int = 2,
-                 max_bytes: int = 2**31 - 1) -> Any:
+                 max_bytes: int = 2**31 - 1, max_wait_ms: int = 200) -> Any:
     from datetime import timedelta
 
     from kio.schema.share_fetch.v1.request import (
@@ -410,7 +449,7 @@ def _share_fetch(sock: Any, group: str, member: str, epoch: int, topic_id: Any,
     batches = tuple(AcknowledgementBatch(first_offset=i64(f), last_offset=i64(last), acknowledge_types=(i8(t),))
                     for f, last, t in acks)
     return call(sock, ShareFetchRequest(
-        group_id=group, member_id=member, share_session_epoch=i32(epoch), max_wait=timedelta(milliseconds=200),
+        group_id=group, member_id=member, share_session_epoch=i32(epoch), max_wait=timedelta(milliseconds=max_wait_ms),
         min_bytes=i32(1), max_bytes=i32(max_bytes), max_records=i32(max_records), batch_size=i32(max_records),
         topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(partition_index=i32(0),
                                                                          acknowledgement_batches=batches),)),),

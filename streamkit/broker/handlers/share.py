@@ -13,14 +13,17 @@ and is answered once the state changes it made are replicated.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from streamkit.broker.codec import Request
 from streamkit.broker.errors import ErrorCode
 from streamkit.broker.handlers.cluster import ensure_share_state_topic
 from streamkit.broker.handlers.common import LEADER_EPOCH, NO_OPERATIONS, Reply, field, share_error
+from streamkit.broker.share.coordinator import ShareCoordinator
 from streamkit.broker.share.partition import InvalidAcknowledgement, SharePartition
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.log.batch import iter_batch_spans, parse_header
@@ -163,9 +166,26 @@ def _acknowledge(state: BrokerState, group_id: str, member_id: str, topic: str, 
                            tuple(int(t) for t in b.acknowledge_types))
     except InvalidAcknowledgement as exc:
         state.share.persist((group_id, topic, index))  # the batches before the bad one stand
+        _serve_parked(state, group_id, topic, index)
         return ErrorCode.invalid_record_state, str(exc)
     state.share.persist((group_id, topic, index))
+    _serve_parked(state, group_id, topic, index)
     return ErrorCode.none, None
+
+
+# ShareFetches waiting for records, per share-partition: what an acknowledgement settles
+# first goes to them (Kafka completes its delayed share fetches before the acknowledging
+# request's own fetch), else a member that acknowledges and fetches in one request would
+# take every freed batch of a full in-flight window, and the others would starve.
+_parked: WeakKeyDictionary[ShareCoordinator, dict[tuple[str, str, int], list[_Fill]]] = WeakKeyDictionary()
+
+
+def _serve_parked(state: BrokerState, group_id: str, topic: str, index: int) -> None:
+    """Acquire for the ShareFetches parked on the share-partition (synchronously, inside the
+    acknowledging request's write batch) and answer those that got records."""
+    for fill in list(_parked.get(state.share, {}).get((group_id, topic, index), ())):
+        if fill.served is not None and not fill.served.done() and fill.once():
+            fill.served.set_result(None)
 
 
 def _classify(plog: PartitionLog, start: int, upper: int, max_bytes: int, max_records: int,
@@ -342,6 +362,7 @@ class _Fill:
                              state.config.fetch_max_bytes)
         self.deadline = state.clock() + _ms(body.max_wait)
         self.partitions: list[tuple[str, int]] = []
+        self.served: asyncio.Future[None] | None = None  # set when an acknowledgement acquired for it
 
     def once(self) -> int:
         """Records acquired for the session's partitions now."""
@@ -364,15 +385,33 @@ class _Fill:
         return got
 
     async def wait(self) -> None:
-        while self.partitions:
-            remaining = self.deadline - self.state.clock()
-            if remaining <= 0:
-                return
-            # no append wakes it: a lock may still have expired, so look again until the deadline
-            await self.state.waiters.wait(self.partitions, min(remaining, 100) / 1000)
-            with self.state.share.batched():
-                if self.once():
+        parked = _parked.setdefault(self.state.share, {})
+        keys = [(self.group_id, topic, index) for topic, index in self.partitions]
+        self.served = asyncio.get_running_loop().create_future()
+        for key in keys:
+            parked.setdefault(key, []).append(self)
+        try:
+            while self.partitions:
+                remaining = self.deadline - self.state.clock()
+                if remaining <= 0:
                     return
+                # no append wakes it: a lock may still have expired, so look again until the deadline
+                append = asyncio.ensure_future(self.state.waiters.wait(self.partitions, min(remaining, 100) / 1000))
+                await asyncio.wait((append, self.served), return_when=asyncio.FIRST_COMPLETED)
+                if not append.done():
+                    append.cancel()
+                if self.served.done():
+                    return  # an acknowledgement acquired records for it
+                with self.state.share.batched():
+                    if self.once():
+                        return
+        finally:
+            for key in keys:
+                fills = parked.get(key)
+                if fills is not None:
+                    fills.remove(self)
+                    if not fills:
+                        del parked[key]
 
 
 async def share_acknowledge(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
