@@ -47,9 +47,12 @@ overrides). If Tansu cannot be had, the run says why and goes on with streamkit 
    ratio transactional/plain is the median of the rounds' paired ratios; target >= 0.8 at
    10,000. ``--transactions-only`` runs only this part.
 6. Share groups (streamkit only; see ``_share.py``), ``--trials`` interleaved rounds of
-   ``--share-records`` records in one partition: a classic consumer group of one consumer
-   against share groups (KIP-932) of one and of four ShareConsumers. ``--share-only`` runs
-   only this part.
+   ``--share-records`` records: a classic consumer group of one consumer against share
+   groups (KIP-932) of one and of four ShareConsumers on one partition, and of one and of
+   four on four partitions (also with 10 us of I/O wait per record), each consumer in a
+   process of its own; the broker's and the consumers' CPU per record. Targets: one
+   ShareConsumer >= 0.7x the classic consumer, four on four partitions above one.
+   ``--share-only`` runs only this part.
 7. Rebalance time (streamkit only), ``--trials`` rounds alternating the two group
    protocols on a broker of its own: ``--rebalance-members`` librdkafka consumers share a
    12-partition topic, then one more joins (and later one leaves). Timed from the newcomer's
@@ -169,9 +172,9 @@ def admin(target: Target) -> AdminClient:
     return AdminClient({"bootstrap.servers": target.bootstrap, **COMMON})
 
 
-def create_topic(target: Target, topic: str) -> None:
+def create_topic(target: Target, topic: str, partitions: int = 1) -> None:
     client = admin(target)  # keep a reference: a destroyed client fails its futures
-    for future in client.create_topics([NewTopic(topic, 1, 1)]).values():
+    for future in client.create_topics([NewTopic(topic, partitions, 1)]).values():
         future.result(30)
     # Wait until the topic is in the metadata with a leader.
     deadline = time.monotonic() + 30
@@ -247,8 +250,8 @@ def raw_socket(seconds: float = 2.0, chunk: int = MIB) -> float:
 def run_share(target: Target, args: argparse.Namespace) -> dict[str, Any]:
     print(f"\nshare groups: {args.share_records:,} x {VALUE_SIZE}-byte records per round", flush=True)
 
-    def fill(topic: str, records: int) -> None:
-        create_topic(target, topic)
+    def fill(topic: str, records: int, partitions: int) -> None:
+        create_topic(target, topic, partitions)
         produce_run(target, topic, records)
 
     return share_rounds(target.bootstrap, target.pid, args.share_records, args.trials, fill, cpu_seconds, COMMON)

@@ -47,6 +47,11 @@ def _sp(clock: Clock, start: int = 0, limit: int = 3) -> SharePartition:
     return SharePartition(start, clock, lock_ms=30_000, delivery_limit=limit)
 
 
+def _singles(first: int, last: int) -> list[tuple[int, int]]:
+    """A log of one-record batches (acquisition takes whole batches)."""
+    return [(o, o) for o in range(first, last + 1)]
+
+
 def _offsets(ranges: list) -> list[int]:
     return [o for r in ranges for o in range(r.first_offset, r.last_offset + 1)]
 
@@ -57,8 +62,8 @@ def _offsets(ranges: list) -> list[int]:
 def test_acquire_spreads_records_and_accept_moves_the_start() -> None:
     clock = Clock()
     sp = _sp(clock)
-    a = sp.acquire("a", 3, [(0, 9)])
-    b = sp.acquire("b", 3, [(0, 9)])
+    a = sp.acquire("a", 3, _singles(0, 9))
+    b = sp.acquire("b", 3, _singles(0, 9))
     assert _offsets(a) == [0, 1, 2]
     assert _offsets(b) == [3, 4, 5]
     assert sp.state_of(4) == (RecordState.ACQUIRED, 1)
@@ -105,7 +110,7 @@ def test_lock_expiry_makes_records_available_to_others() -> None:
 def test_delivery_count_limit_archives_a_poison_record() -> None:
     clock = Clock()
     sp = _sp(clock, limit=3)
-    sp.acquire("a", 1, [(0, 1)])
+    sp.acquire("a", 1, _singles(0, 1))
     for _ in range(2):
         sp.acknowledge("a", 0, 0, (AckType.RELEASE,))
         sp.acquire("a", 1, [])
@@ -118,8 +123,8 @@ def test_delivery_count_limit_archives_a_poison_record() -> None:
 def test_member_gone_releases_only_its_records() -> None:
     clock = Clock()
     sp = _sp(clock)
-    sp.acquire("a", 2, [(0, 3)])
-    sp.acquire("b", 2, [(0, 3)])
+    sp.acquire("a", 2, _singles(0, 3))
+    sp.acquire("b", 2, _singles(0, 3))
     assert sp.release_member("a") == 2
     assert sp.state_of(0)[0] is RecordState.AVAILABLE
     assert sp.state_of(2)[0] is RecordState.ACQUIRED
@@ -151,13 +156,46 @@ def test_snapshot_restores_acquired_as_available_with_the_count() -> None:
 def test_in_flight_limit_caps_the_window() -> None:
     clock = Clock()
     sp = SharePartition(0, clock, 30_000, 5, max_in_flight=3)
-    assert _offsets(sp.acquire("a", 10, [(0, 9)])) == [0, 1, 2]
-    assert sp.acquire("b", 10, [(0, 9)]) == []
-    sp.acknowledge("a", 1, 2, (AckType.ACCEPT,))
-    # two locks free, but offset 0 holds the window [0, 3) full: nothing new is read
-    assert sp.acquire("b", 10, [(3, 9)]) == []
+    batches = [(0, 1), (2, 4), (5, 9)]
+    # the batch that crosses the limit is taken whole, the next one is not
+    assert _offsets(sp.acquire("a", 10, batches)) == [0, 1, 2, 3, 4]
+    assert sp.acquire("b", 10, batches) == []
+    sp.acknowledge("a", 1, 4, (AckType.ACCEPT,))
+    # four locks free, but offset 0 holds the window [0, 5) full: nothing new is read
+    assert sp.acquire("b", 10, batches) == []
     sp.acknowledge("a", 0, 0, (AckType.ACCEPT,))
-    assert _offsets(sp.acquire("b", 10, [(3, 9)])) == [3, 4, 5]
+    assert _offsets(sp.acquire("b", 10, batches)) == [5, 6, 7, 8, 9]
+
+
+def test_max_records_ends_at_a_batch_boundary_and_never_splits_a_batch() -> None:
+    clock = Clock()
+    sp = _sp(clock)
+    batches = [(0, 4), (5, 9), (10, 14), (15, 19)]
+    assert _offsets(sp.acquire("a", 3, batches)) == list(range(5))  # a batch bigger than the cap: whole
+    assert _offsets(sp.acquire("b", 6, batches)) == list(range(5, 15))  # the batch reaching 6 is whole
+    assert _offsets(sp.acquire("c", 5, batches)) == list(range(15, 20))  # exactly one batch
+    sp.acknowledge("b", 7, 7, (AckType.RELEASE,))
+    sp.acknowledge("a", 0, 4, (AckType.RELEASE,))
+    # redeliveries take whole runs too: 0..4, then 7 (released from b's batch on its own)
+    assert _offsets(sp.acquire("d", 2, [])) == list(range(5))
+    assert _offsets(sp.acquire("d", 2, [])) == [7]
+
+
+def test_state_is_held_per_run_not_per_record() -> None:
+    clock = Clock()
+    sp = SharePartition(0, clock, lock_ms=30_000, delivery_limit=3, max_in_flight=200_000)
+    got = sp.acquire("a", 100_000, [(0, 49_999), (50_000, 99_999)])
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got] == [(0, 99_999, 1)]
+    assert sp.run_count() == 2  # one per batch
+    sp.acknowledge("a", 10, 19, (AckType.RELEASE,))  # splits the first batch in three
+    assert sp.run_count() == 4
+    assert sp.state_of(15) == (RecordState.AVAILABLE, 1) and sp.state_of(20) == (RecordState.ACQUIRED, 1)
+    sp.acknowledge("a", 0, 9, (AckType.ACCEPT,))
+    sp.acknowledge("a", 20, 99_999, (AckType.ACCEPT,))
+    assert sp.run_count() == 2  # 10..19 available, then the settled rest merged into one
+    assert (sp.start_offset, sp.end_offset) == (10, 100_000)
+    assert sp.done_in_window() == 99_980
+    assert sp.snapshot()["runs"] == [[10, 19, RecordState.AVAILABLE, 1], [20, 99_999, RecordState.ACKNOWLEDGED, 1]]
 
 
 # -- membership ----------------------------------------------------------------------------
@@ -189,6 +227,35 @@ def test_member_epochs_fencing_and_session_timeout() -> None:
 
 
 # -- coordinator: sessions and durability --------------------------------------------------
+
+
+def test_a_topic_created_again_under_its_name_moves_the_assignment() -> None:
+    clock = Clock()
+    group = ShareGroup("g", clock, 45_000)
+    ids = {"t": "id-1"}
+    first = group.heartbeat("a", 0, ("t",), None, "c", "h", {"t": 1}.get, ids.get)
+    assert first.assignment == {"t": (0,)}
+    assert group.heartbeat("a", first.member_epoch, None, None, "c", "h", {"t": 1}.get, ids.get).assignment is None
+    ids["t"] = "id-2"  # deleted and created again between two heartbeats: same name, same partitions
+    moved = group.heartbeat("a", first.member_epoch, None, None, "c", "h", {"t": 1}.get, ids.get)
+    assert moved.member_epoch > first.member_epoch
+    assert moved.assignment == {"t": (0,)}  # sent again: the handler answers it with the new topic id
+
+
+def test_share_partition_state_belongs_to_a_topic_id() -> None:
+    clock = Clock()
+    log = MemoryLog()
+    co = _coordinator(clock, log)
+    old = co.partition(("g", "t", 0), "id-1", lambda _reset: 0)
+    old.acquire("a", 10, [(0, 5)])
+    old.acknowledge("a", 0, 5, (AckType.ACCEPT,))
+    co.persist(("g", "t", 0))
+    reloaded = _coordinator(clock, log)
+    reloaded.load()
+    assert reloaded.partition(("g", "t", 0), "id-1", lambda _reset: 0).start_offset == 6
+    fresh = reloaded.partition(("g", "t", 0), "id-2", lambda _reset: 0)
+    assert (fresh.start_offset, fresh.end_offset) == (0, 0)
+    assert _offsets(fresh.acquire("a", 10, [(0, 2)])) == [0, 1, 2]
 
 
 def _coordinator(clock: Clock, log: MemoryLog) -> ShareCoordinator:
@@ -265,7 +332,7 @@ def test_snapshots_and_deltas_replay_to_the_same_state(snapshot_every: int) -> N
     co = coordinator()
     sp = co.partition(key, "id", lambda _reset: 0)
     for step in range(12):
-        got = sp.acquire(f"m{step % 3}", 4, [(0, 59)], skipped=[(60, 61)] if step == 11 else [])
+        got = sp.acquire(f"m{step % 3}", 4, _singles(0, 59), skipped=[(60, 61)] if step == 11 else [])
         if step % 3 == 0:
             sp.acknowledge(f"m{step % 3}", got[0].first_offset, got[0].first_offset, (AckType.RELEASE,))
         elif step % 3 == 1:
@@ -328,3 +395,25 @@ def test_deleting_a_share_group_needs_it_empty_and_removes_its_state() -> None:
     assert co.delete_group("g") == ErrorCode.none
     assert co.delete_group("g") == ErrorCode.group_id_not_found
     assert _coordinator(clock, log).load() == 0
+
+
+def test_a_batch_of_changes_is_one_append_with_one_record_per_share_partition() -> None:
+    clock = Clock()
+    log = MemoryLog()
+    co = _coordinator(clock, log)
+    keys = [("g", "t", 0), ("g", "t", 1)]
+    parts = [co.partition(k, "id", lambda _reset: 0) for k in keys]
+    before = sum(len(b) for b in log.batches.values())
+    with co.batched():
+        for key, sp in zip(keys, parts, strict=True):
+            got = sp.acquire("a", 10, [(0, 4), (5, 9)])
+            co.persist(key)
+            sp.acknowledge("a", got[0].first_offset, got[0].last_offset, (AckType.ACCEPT,))
+            co.persist(key)
+        assert sum(len(b) for b in log.batches.values()) == before  # nothing written yet
+    [batch] = [b for p in log.batches.values() for b in p][before:]
+    records = decode_batch(batch)[1]
+    assert len(records) == 2  # one delta per share-partition
+    reloaded = _coordinator(clock, log)
+    assert reloaded.load() == 2
+    assert all(reloaded.partitions[k].start_offset == 10 for k in keys)

@@ -50,6 +50,15 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = -
     assert producer.flush(30) == 0
 
 
+def _produce_batches(bootstrap: str, topic: str, batches: list[list[bytes]], partition: int = 0) -> None:
+    """Each list as one batch in the log (flushed before the next)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for batch in batches:
+        for v in batch:
+            producer.produce(topic, value=v, partition=partition)
+        assert producer.flush(30) == 0
+
+
 def _consumer(bootstrap: str, group: str, explicit: bool = False) -> ShareConsumer:
     config = {"bootstrap.servers": bootstrap, "group.id": group}
     if explicit:
@@ -251,6 +260,102 @@ def test_share_state_survives_a_broker_sigkill(tmp_path: Path, topic_name: str) 
         broker.stop()
 
 
+def test_max_poll_records_ends_a_poll_at_a_batch_boundary(broker: BrokerProcess, topic_name: str) -> None:
+    """Records are acquired whole log batches at a time: with max.poll.records=5 over
+    batches of 3, a poll gets two whole batches (6 records), never part of one."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    _produce_batches(broker.bootstrap, topic_name, [[b"%02d" % (i + j) for j in range(3)] for i in range(0, 12, 3)])
+    _start_from_earliest(broker.bootstrap, "g-batches", topic_name)
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-batches", "max.poll.records": 5})
+    consumer.subscribe([topic_name])
+    polls: list[list[int]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while sum(map(len, polls)) < 12 and time.monotonic() < deadline:
+            got = [m.offset() for m in consumer.poll(0.5).records() if not m.error()]
+            if got:
+                polls.append(got)
+    finally:
+        consumer.close()
+    assert polls == [list(range(6)), list(range(6, 12))]
+
+
+def test_records_an_acknowledgement_frees_go_to_a_waiting_member_first(broker: BrokerProcess, topic_name: str) -> None:
+    """Batches bigger than group.share.partition.max.record.locks fill the in-flight window
+    one at a time. A member that accepts its batch and fetches in one request must not take
+    the next batch from a member already waiting for it (Kafka serves delayed share fetches
+    first), or one busy member starves the others."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    _produce_batches(broker.bootstrap, topic_name, [[b"w%04d" % i for i in range(2500)] for _ in range(2)])
+    _start_from_earliest(broker.bootstrap, "g-fair", topic_name)
+    with connect(broker.bootstrap) as sock1, connect(broker.bootstrap) as sock2:
+        topic_id = _heartbeat(sock1, "g-fair", "m1", 0, (topic_name,)).assignment.topic_partitions[0].topic_id
+        _heartbeat(sock2, "g-fair", "m2", 0, (topic_name,))
+        first = _share_fetch(sock1, "g-fair", "m1", 0, topic_id, max_records=500)
+        assert [(r.first_offset, r.last_offset) for r in first.responses[0].partitions[0].acquired_records] == [(0, 2499)]
+        waiting: list[Any] = []
+        waiter = threading.Thread(target=lambda: waiting.append(
+            _share_fetch(sock2, "g-fair", "m2", 0, topic_id, max_records=500, max_wait_ms=10_000)))
+        waiter.start()
+        with connect(broker.bootstrap) as sock3:
+            # m2's share session exists once its ShareFetch found the window full and parked
+            # (one step on the broker's loop), which an empty ShareAcknowledge in it tells
+            wait_until(lambda: _session_open(sock3, "g-fair", "m2"), 10, "m2's ShareFetch is parked")
+        assert waiter.is_alive()
+        second = _share_fetch(sock1, "g-fair", "m1", 1, topic_id, acks=((0, 2499, 1),), max_records=500)
+        waiter.join(15)
+        assert not waiter.is_alive()
+    assert second.responses[0].partitions[0].acknowledge_error_code == ErrorCode.none
+    assert not second.responses[0].partitions[0].acquired_records
+    [got] = waiting
+    assert [(r.first_offset, r.last_offset) for r in got.responses[0].partitions[0].acquired_records] == [(2500, 4999)]
+
+
+def _session_open(sock: Any, group: str, member: str) -> bool:
+    from kio.schema.share_acknowledge.v1.request import ShareAcknowledgeRequest
+
+    reply = call(sock, ShareAcknowledgeRequest(group_id=group, member_id=member, share_session_epoch=i32(1),
+                                               topics=()))
+    return bool(reply.error_code == ErrorCode.none)
+
+
+def test_acknowledgements_in_a_share_fetch_are_never_redelivered_after_sigkill(tmp_path: Path, topic_name: str) -> None:
+    """A ShareFetch that settles records and acquires more writes both in one batch to
+    ``__share_group_state`` before its answer: after SIGKILL, what it accepted or rejected
+    never comes back, and what was acquired but not settled comes back counted."""
+    data = tmp_path / "data"
+    broker = BrokerProcess(data, settings=BROKER_SETTINGS).start()
+    try:
+        create_topic(broker.bootstrap, topic_name, 1)
+        _produce_batches(broker.bootstrap, topic_name, [[b"d%02d" % (i + j) for j in range(4)] for i in range(0, 12, 4)])
+        _start_from_earliest(broker.bootstrap, "g-acks9", topic_name)
+        with connect(broker.bootstrap) as sock:
+            topic_id = _heartbeat(sock, "g-acks9", "m1", 0, (topic_name,)).assignment.topic_partitions[0].topic_id
+            first = _share_fetch(sock, "g-acks9", "m1", 0, topic_id, max_records=4)
+            assert [(r.first_offset, r.last_offset) for r in first.responses[0].partitions[0].acquired_records] == [(0, 3)]
+            second = _share_fetch(sock, "g-acks9", "m1", 1, topic_id, acks=((0, 3, 1),), max_records=4)
+            [part] = second.responses[0].partitions
+            assert part.acknowledge_error_code == ErrorCode.none
+            assert [(r.first_offset, r.last_offset) for r in part.acquired_records] == [(4, 7)]
+            # accept 4-5, reject 6, keep 7; acquire 8-11 in the same request
+            third = _share_fetch(sock, "g-acks9", "m1", 2, topic_id, acks=((4, 5, 1), (6, 6, 3)), max_records=4)
+            [part] = third.responses[0].partitions
+            assert part.acknowledge_error_code == ErrorCode.none
+            assert [(r.first_offset, r.last_offset) for r in part.acquired_records] == [(8, 11)]
+        broker.kill()
+        broker = BrokerProcess(data, settings=BROKER_SETTINGS).start()
+        assert _share_offsets(broker.bootstrap, "g-acks9", topic_name)[0][1] == 7
+        with connect(broker.bootstrap) as sock:
+            _heartbeat(sock, "g-acks9", "m2", 0, (topic_name,))
+            again = _share_fetch(sock, "g-acks9", "m2", 0, topic_id, max_records=100)
+            redelivered = [(r.first_offset, r.last_offset, r.delivery_count)
+                           for r in again.responses[0].partitions[0].acquired_records]
+            assert redelivered == [(7, 11, 2)]
+            assert not _share_fetch(sock, "g-acks9", "m2", 1, topic_id, max_records=100).responses[0].partitions[0].acquired_records
+    finally:
+        broker.stop()
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([sys.executable, "-m", "streamkit", *args], capture_output=True, text=True,
                           timeout=60, env={**os.environ, "COLUMNS": "200"})
@@ -330,7 +435,7 @@ def _heartbeat(sock: Any, group: str, member: str, epoch: int, topics: tuple[str
 
 def _share_fetch(sock: Any, group: str, member: str, epoch: int, topic_id: Any,
                  acks: tuple[tuple[int, int, int], ...] = (), max_records: int = 2,
-                 max_bytes: int = 2**31 - 1) -> Any:
+                 max_bytes: int = 2**31 - 1, max_wait_ms: int = 200) -> Any:
     from datetime import timedelta
 
     from kio.schema.share_fetch.v1.request import (
@@ -344,7 +449,7 @@ def _share_fetch(sock: Any, group: str, member: str, epoch: int, topic_id: Any,
     batches = tuple(AcknowledgementBatch(first_offset=i64(f), last_offset=i64(last), acknowledge_types=(i8(t),))
                     for f, last, t in acks)
     return call(sock, ShareFetchRequest(
-        group_id=group, member_id=member, share_session_epoch=i32(epoch), max_wait=timedelta(milliseconds=200),
+        group_id=group, member_id=member, share_session_epoch=i32(epoch), max_wait=timedelta(milliseconds=max_wait_ms),
         min_bytes=i32(1), max_bytes=i32(max_bytes), max_records=i32(max_records), batch_size=i32(max_records),
         topics=(FetchTopic(topic_id=topic_id, partitions=(FetchPartition(partition_index=i32(0),
                                                                          acknowledgement_batches=batches),)),),
@@ -355,7 +460,7 @@ def test_share_protocol_errors_on_the_wire(broker: BrokerProcess, topic_name: st
     """Members, epochs, share sessions and acknowledgements, by raw requests: each mistake
     gets Kafka's error code and the state stays as it was."""
     create_topic(broker.bootstrap, topic_name, 2)
-    _produce(broker.bootstrap, topic_name, [b"x%d" % i for i in range(8)], partition=0)
+    _produce_batches(broker.bootstrap, topic_name, [[b"x%d" % i, b"x%d" % (i + 1)] for i in range(0, 8, 2)])
     _start_from_earliest(broker.bootstrap, "g-wire", topic_name, partitions=2)
     with connect(broker.bootstrap) as sock:
         assert _heartbeat(sock, "g-wire", "m1", 3, None).error_code == ErrorCode.unknown_member_id
@@ -442,3 +547,38 @@ def test_delete_groups_deletes_an_empty_share_group(broker: BrokerProcess, topic
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.delete_consumer_groups(["g-del"])["g-del"].result(30)
     assert _share_offsets(broker.bootstrap, "g-del", topic_name) == [(0, -1, -1)]
+
+
+def test_a_topic_deleted_and_created_again_starts_fresh_for_an_existing_share_group(
+        tmp_path: Path, topic_name: str) -> None:
+    """Share-partition state and assignments belong to a topic id: a consumer subscribed
+    while its topic is deleted and created again under the same name (between two of its
+    heartbeats) gets the new topic's records, from the start, not the old topic's window."""
+    group = "g-recreate"
+    settings = {**BROKER_SETTINGS, "group.share.heartbeat.interval.ms": "5000"}
+    broker = BrokerProcess(tmp_path / "data", settings=settings).start()
+    try:
+        resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+        client = admin(broker.bootstrap)
+        client.incremental_alter_configs([resource])[resource].result(30)
+        create_topic(broker.bootstrap, topic_name, 1)
+        _produce(broker.bootstrap, topic_name, [b"old%d" % i for i in range(6)])
+        reader = _Reader(broker.bootstrap, group, topic_name)
+        reader.start()
+        try:
+            wait_until(lambda: len(reader.seen) >= 6, 60, lambda: f"seen {reader.seen}")
+            wait_until(lambda: _share_offsets(broker.bootstrap, group, topic_name) == [(0, 6, 0)], 30,
+                       lambda: f"share offsets {_share_offsets(broker.bootstrap, group, topic_name)}")
+            client.delete_topics([topic_name])[topic_name].result(30)
+            create_topic(broker.bootstrap, topic_name, 1)
+            new = [b"new%d" % i for i in range(3)]
+            _produce(broker.bootstrap, topic_name, new)
+            wait_until(lambda: len(reader.seen) >= 9, 30, lambda: f"seen {reader.seen} of the new topic's {new}")
+            wait_until(lambda: _share_offsets(broker.bootstrap, group, topic_name) == [(0, 3, 0)], 30,
+                       lambda: f"share offsets {_share_offsets(broker.bootstrap, group, topic_name)}")
+        finally:
+            reader.stop()
+        assert sorted(reader.seen[6:]) == new
+    finally:
+        broker.stop()

@@ -13,14 +13,17 @@ and is answered once the state changes it made are replicated.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from streamkit.broker.codec import Request
 from streamkit.broker.errors import ErrorCode
 from streamkit.broker.handlers.cluster import ensure_share_state_topic
 from streamkit.broker.handlers.common import LEADER_EPOCH, NO_OPERATIONS, Reply, field, share_error
+from streamkit.broker.share.coordinator import ShareCoordinator
 from streamkit.broker.share.partition import InvalidAcknowledgement, SharePartition
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.log.batch import iter_batch_spans, parse_header
@@ -54,6 +57,11 @@ def _partitions_of(state: BrokerState, topic: str) -> int | None:
     return None if info is None or info.internal else info.partitions
 
 
+def _topic_id_of(state: BrokerState, topic: str) -> str | None:
+    info = state.topics.get(topic)
+    return None if info is None else str(info.topic_id)
+
+
 def _topic_partitions(state: BrokerState, assignment: dict[str, tuple[int, ...]]) -> list[dict[str, Any]]:
     out = []
     for topic, parts in sorted(assignment.items()):
@@ -85,7 +93,7 @@ async def share_group_heartbeat(state: BrokerState, req: Request, client: Client
     result = state.share.heartbeat(
         body.group_id, body.member_id, int(body.member_epoch),
         None if subscribed is None else tuple(subscribed), field(body, "rack_id"),
-        client.client_id, client.host, lambda t: _partitions_of(state, t))
+        client.client_id, client.host, lambda t: _partitions_of(state, t), lambda t: _topic_id_of(state, t))
     reply: dict[str, Any] = {"throttle_time": 0, "error_code": result.error, "error_message": result.message,
                              "member_id": body.member_id, "member_epoch": result.member_epoch,
                              "heartbeat_interval": interval, "assignment": None}
@@ -158,9 +166,26 @@ def _acknowledge(state: BrokerState, group_id: str, member_id: str, topic: str, 
                            tuple(int(t) for t in b.acknowledge_types))
     except InvalidAcknowledgement as exc:
         state.share.persist((group_id, topic, index))  # the batches before the bad one stand
+        _serve_parked(state, group_id, topic, index)
         return ErrorCode.invalid_record_state, str(exc)
     state.share.persist((group_id, topic, index))
+    _serve_parked(state, group_id, topic, index)
     return ErrorCode.none, None
+
+
+# ShareFetches waiting for records, per share-partition: what an acknowledgement settles
+# first goes to them (Kafka completes its delayed share fetches before the acknowledging
+# request's own fetch), else a member that acknowledges and fetches in one request would
+# take every freed batch of a full in-flight window, and the others would starve.
+_parked: WeakKeyDictionary[ShareCoordinator, dict[tuple[str, str, int], list[_Fill]]] = WeakKeyDictionary()
+
+
+def _serve_parked(state: BrokerState, group_id: str, topic: str, index: int) -> None:
+    """Acquire for the ShareFetches parked on the share-partition (synchronously, inside the
+    acknowledging request's write batch) and answer those that got records."""
+    for fill in list(_parked.get(state.share, {}).get((group_id, topic, index), ())):
+        if fill.served is not None and not fill.served.done() and fill.once():
+            fill.served.set_result(None)
 
 
 def _classify(plog: PartitionLog, start: int, upper: int, max_bytes: int, max_records: int,
@@ -275,35 +300,42 @@ async def _share_fetch(state: BrokerState, body: Any, group_id: str, member_id: 
             "partition_index": index, "error_code": ErrorCode.none, "acknowledge_error_code": 0,
             "current_leader": _leader(state), "records": b"", "acquired_records": []})
 
-    for t in body.topics:
-        topic = _topic_name(state, t.topic_id)
-        for p in t.partitions:
-            index = int(p.partition_index)
-            if topic is None:
-                results[(str(t.topic_id), index)] = {
-                    "partition_index": index, "error_code": ErrorCode.unknown_topic_id,
-                    "acknowledge_error_code": 0, "current_leader": _leader(state), "records": b"",
-                    "acquired_records": []}
-                ids[str(t.topic_id)] = t.topic_id
-                continue
-            ids[topic] = t.topic_id
-            if epoch != -1:
-                session.partitions.add((topic, index))
-            if p.acknowledgement_batches:
-                ack, ack_message = _acknowledge(state, group_id, member_id, topic, index, p.acknowledgement_batches)
-                e = entry(topic, index)
-                e["acknowledge_error_code"] = int(ack)
-                e["acknowledge_error_message"] = ack_message
-            else:
-                entry(topic, index)
-    for t in field(body, "forgotten_topics_data", ()) or ():
-        topic = _topic_name(state, t.topic_id)
-        for index in t.partitions:
-            session.partitions.discard((topic or "", int(index)))
-    if epoch == -1:
-        share.close_session(group_id, member_id)
-    else:
-        await _fill(state, body, group_id, member_id, session.partitions, entry, ids)
+    fill = _Fill(state, body, group_id, member_id, entry)
+    with share.batched():  # the acknowledgements and the first acquisition: one write
+        for t in body.topics:
+            topic = _topic_name(state, t.topic_id)
+            for p in t.partitions:
+                index = int(p.partition_index)
+                if topic is None:
+                    results[(str(t.topic_id), index)] = {
+                        "partition_index": index, "error_code": ErrorCode.unknown_topic_id,
+                        "acknowledge_error_code": 0, "current_leader": _leader(state), "records": b"",
+                        "acquired_records": []}
+                    ids[str(t.topic_id)] = t.topic_id
+                    continue
+                ids[topic] = t.topic_id
+                if epoch != -1:
+                    session.partitions.add((topic, index))
+                if p.acknowledgement_batches:
+                    ack, ack_message = _acknowledge(state, group_id, member_id, topic, index,
+                                                    p.acknowledgement_batches)
+                    e = entry(topic, index)
+                    e["acknowledge_error_code"] = int(ack)
+                    e["acknowledge_error_message"] = ack_message
+                else:
+                    entry(topic, index)
+        for t in field(body, "forgotten_topics_data", ()) or ():
+            topic = _topic_name(state, t.topic_id)
+            for index in t.partitions:
+                session.partitions.discard((topic or "", int(index)))
+        if epoch == -1:
+            share.close_session(group_id, member_id)
+            got = 0
+        else:
+            fill.partitions = sorted(session.partitions)
+            got = fill.once()
+    if epoch != -1 and not got:
+        await fill.wait()
     responses: dict[str, dict[str, Any]] = {}
     for (topic, _index), e in sorted(results.items(), key=lambda kv: kv[0]):
         tid = ids.get(topic)
@@ -315,36 +347,71 @@ async def _share_fetch(state: BrokerState, body: Any, group_id: str, member_id: 
             "responses": list(responses.values()), "node_endpoints": []}
 
 
-async def _fill(state: BrokerState, body: Any, group_id: str, member_id: str,
-                partitions: set[tuple[str, int]], entry: Any, ids: dict[str, Any]) -> None:
-    """Acquire records for the session's partitions, waiting up to max_wait for some."""
-    max_records = max(int(field(body, "max_records", 500)), 1)
-    max_bytes = min(int(field(body, "max_bytes", state.config.fetch_max_bytes)), state.config.fetch_max_bytes)
-    deadline = state.clock() + _ms(body.max_wait)
-    ordered = sorted(partitions)
-    while True:
+class _Fill:
+    """Acquiring records for a share session's partitions: ``once()`` (synchronous, so it
+    runs inside the request's write batch), and ``wait()`` for some up to max_wait."""
+
+    def __init__(self, state: BrokerState, body: Any, group_id: str, member_id: str,
+                 entry: Callable[[str, int], dict[str, Any]]) -> None:
+        self.state = state
+        self.group_id = group_id
+        self.member_id = member_id
+        self.entry = entry
+        self.max_records = max(int(field(body, "max_records", 500)), 1)
+        self.max_bytes = min(int(field(body, "max_bytes", state.config.fetch_max_bytes)),
+                             state.config.fetch_max_bytes)
+        self.deadline = state.clock() + _ms(body.max_wait)
+        self.partitions: list[tuple[str, int]] = []
+        self.served: asyncio.Future[None] | None = None  # set when an acknowledgement acquired for it
+
+    def once(self) -> int:
+        """Records acquired for the session's partitions now."""
         got = 0
-        budget = max_bytes
-        for topic, index in ordered:
-            if got >= max_records or budget <= 0:
+        budget = self.max_bytes
+        for topic, index in self.partitions:
+            if got >= self.max_records or budget <= 0:
                 break
-            data, ranges, code = _fetch_partition(state, group_id, member_id, topic, index,
-                                                  max_records - got, budget)
+            data, ranges, code = _fetch_partition(self.state, self.group_id, self.member_id, topic, index,
+                                                  self.max_records - got, budget)
             if code != ErrorCode.none:
-                entry(topic, index)["error_code"] = code
+                self.entry(topic, index)["error_code"] = code
                 continue
             if ranges:
-                e = entry(topic, index)
+                e = self.entry(topic, index)
                 e["records"] = data
                 e["acquired_records"] = ranges
                 got += sum(r["last_offset"] - r["first_offset"] + 1 for r in ranges)
                 budget -= len(data)
-        remaining = deadline - state.clock()
-        if got or remaining <= 0 or not ordered:
-            return
-        if not await state.waiters.wait(ordered, min(remaining, 100) / 1000):
-            # no append; a lock may still have expired, so look again until the deadline
-            continue
+        return got
+
+    async def wait(self) -> None:
+        parked = _parked.setdefault(self.state.share, {})
+        keys = [(self.group_id, topic, index) for topic, index in self.partitions]
+        self.served = asyncio.get_running_loop().create_future()
+        for key in keys:
+            parked.setdefault(key, []).append(self)
+        try:
+            while self.partitions:
+                remaining = self.deadline - self.state.clock()
+                if remaining <= 0:
+                    return
+                # no append wakes it: a lock may still have expired, so look again until the deadline
+                append = asyncio.ensure_future(self.state.waiters.wait(self.partitions, min(remaining, 100) / 1000))
+                await asyncio.wait((append, self.served), return_when=asyncio.FIRST_COMPLETED)
+                if not append.done():
+                    append.cancel()
+                if self.served.done():
+                    return  # an acknowledgement acquired records for it
+                with self.state.share.batched():
+                    if self.once():
+                        return
+        finally:
+            for key in keys:
+                fills = parked.get(key)
+                if fills is not None:
+                    fills.remove(self)
+                    if not fills:
+                        del parked[key]
 
 
 async def share_acknowledge(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
@@ -370,6 +437,15 @@ def _share_acknowledge(state: BrokerState, body: Any, group_id: str, member_id: 
     code, session = share.session(group_id, member_id, epoch)
     if session is None:
         return _top_error(code, f"share session of member {member_id}: {code.name}")
+    with share.batched():
+        responses = _acknowledge_all(state, body, group_id, member_id)
+        if epoch == -1:
+            share.close_session(group_id, member_id)
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses, "node_endpoints": [],
+            "acquisition_lock_timeout": share.settings_for(group_id).record_lock_duration_ms}
+
+
+def _acknowledge_all(state: BrokerState, body: Any, group_id: str, member_id: str) -> list[dict[str, Any]]:
     responses = []
     for t in body.topics:
         topic = _topic_name(state, t.topic_id)
@@ -384,10 +460,7 @@ def _share_acknowledge(state: BrokerState, body: Any, group_id: str, member_id: 
             parts.append({"partition_index": index, "error_code": ack, "error_message": ack_message,
                           "current_leader": _leader(state)})
         responses.append({"topic_id": t.topic_id, "partitions": parts})
-    if epoch == -1:
-        share.close_session(group_id, member_id)
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "responses": responses, "node_endpoints": [],
-            "acquisition_lock_timeout": share.settings_for(group_id).record_lock_duration_ms}
+    return responses
 
 
 # -- Describe/Alter/DeleteShareGroupOffsets ---------------------------------------------------
@@ -395,10 +468,11 @@ def _share_acknowledge(state: BrokerState, body: Any, group_id: str, member_id: 
 
 def share_lag(state: BrokerState, group_id: str, topic: str, index: int) -> tuple[int, int]:
     """(start offset, lag) of a share-partition; (-1, -1) if it was never initialized."""
-    sp = state.share.partitions.get((group_id, topic, index))
+    key = (group_id, topic, index)
+    sp = state.share.partitions.get(key)
     plog = state.topics.partition(topic, index)
-    if sp is None or plog is None:
-        return -1, -1
+    if sp is None or plog is None or state.share.topic_ids.get(key) not in (_topic_id_of(state, topic), ""):
+        return -1, -1  # never initialized, or for a topic of this name that is gone
     start = max(sp.start_offset, plog.log_start_offset)
     return start, max(plog.high_watermark - start - sp.done_in_window(), 0)
 
@@ -448,7 +522,8 @@ async def _durably(state: BrokerState, group_id: str, call: Callable[[], dict[st
     if (error := share_error(state, group_id)) != ErrorCode.none:
         return {"throttle_time": 0, "error_code": error, "error_message": None, "responses": []}
     mark = state.coordinators.share_mark(group_id)
-    reply = call()
+    with state.share.batched():
+        reply = call()
     durable = await state.coordinators.share_writes_since(group_id, mark)
     if durable != ErrorCode.none:
         return {"throttle_time": 0, "error_code": durable, "error_message": None, "responses": []}

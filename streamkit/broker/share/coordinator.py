@@ -9,11 +9,16 @@ Share sessions (KIP-932): a ShareFetch with epoch 0 opens a member's session (re
 it had, whose records go back), each following request carries the next epoch, and epoch
 -1 closes it. Closing a session, leaving the group or missing the session timeout releases
 every record the member still holds; acknowledged records stay acknowledged.
+
+A share request makes its changes inside ``batched()``: each share-partition it changed is
+then written once, as one delta (or snapshot), and the records go to each partition of
+``__share_group_state`` in one append, before the request waits for them to be replicated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from streamkit.broker.errors import ErrorCode
@@ -69,6 +74,8 @@ class ShareCoordinator:
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.topic_ids: dict[ShareKey, str] = {}
+        # While batched(): the share-partitions changed and not yet written (True: a snapshot is due).
+        self._pending: dict[ShareKey, bool] | None = None
         # The partitions of __share_group_state this coordinator answers for (``load_partition``).
         self.owned = OwnedPartitions()
 
@@ -151,7 +158,8 @@ class ShareCoordinator:
 
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int,
                   subscribed: tuple[str, ...] | None, rack_id: str | None, client_id: str,
-                  client_host: str, partitions_of: Callable[[str], int | None]) -> HeartbeatResult:
+                  client_host: str, partitions_of: Callable[[str], int | None],
+                  topic_id_of: Callable[[str], str | None] = lambda _t: None) -> HeartbeatResult:
         self.expire_members()
         group = self.group(group_id, create=member_epoch == 0)
         if group is None:
@@ -159,7 +167,7 @@ class ShareCoordinator:
             return HeartbeatResult(code, f"share group {group_id} has no member {member_id}"
                                    if code != ErrorCode.none else None, member_epoch=-1)
         result = group.heartbeat(member_id, member_epoch, subscribed, rack_id, client_id,
-                                 client_host, partitions_of)
+                                 client_host, partitions_of, topic_id_of)
         if member_epoch == -1:
             self._member_gone(group_id, member_id)
         return result
@@ -202,20 +210,47 @@ class ShareCoordinator:
             self.persist(key, snapshot=True)
         return sp
 
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Write what changes inside at the end, one record per changed share-partition and
+        one append per partition of ``__share_group_state``. Synchronous code only: a
+        request that awaits inside would let another's changes wait for its end."""
+        if self._pending is not None:
+            yield  # the outer batch writes
+            return
+        self._pending = {}
+        try:
+            yield
+        finally:
+            pending, self._pending = self._pending, None
+            self._write(pending)
+
     def persist(self, key: ShareKey, snapshot: bool = False) -> None:
-        """Store what changed: a delta, or a full snapshot when one is due."""
-        sp = self.partitions.get(key)
-        if sp is None:
-            self.store.delete(key)
-        elif snapshot or self.store.needs_snapshot(key):
-            self.store.write_snapshot(key, {"topic_id": self.topic_ids.get(key, ""), **sp.snapshot()})
-        else:
-            self.store.write_delta(key, sp.delta())
+        """Store what changed: a delta, or a full snapshot when one is due (at the end of
+        the batch, inside ``batched()``)."""
+        if self._pending is not None:
+            self._pending[key] = self._pending.get(key, False) or snapshot
+            return
+        self._write({key: snapshot})
+
+    def _write(self, pending: Mapping[ShareKey, bool]) -> None:
+        if not pending:
+            return
+        with self.store.batch():
+            for key, snapshot in pending.items():
+                sp = self.partitions.get(key)
+                if sp is None:
+                    self.store.delete(key)
+                elif snapshot or self.store.needs_snapshot(key):
+                    self.store.write_snapshot(key, {"topic_id": self.topic_ids.get(key, ""), **sp.snapshot()})
+                else:
+                    self.store.write_delta(key, sp.delta())
 
     def expire_locks(self) -> None:
-        for key, sp in self.partitions.items():
-            if sp.expire_locks():
-                self.persist(key)
+        with self.batched():
+            for key, sp in self.partitions.items():
+                if sp.expire_locks():
+                    self.persist(key)
 
     def reset(self, key: ShareKey, topic_id: str, start_offset: int) -> None:
         """AlterShareGroupOffsets: a fresh window from ``start_offset``."""
@@ -230,7 +265,10 @@ class ShareCoordinator:
         if self.partitions.pop(key, None) is None:
             return False
         self.topic_ids.pop(key, None)
-        self.store.delete(key)
+        if self._pending is not None:
+            self._pending[key] = False  # written as a deletion: the partition is gone
+        else:
+            self.store.delete(key)
         return True
 
     def delete_group(self, group_id: str) -> ErrorCode:

@@ -74,6 +74,9 @@ class ShareGroup:
         self.epoch = 0
         self.assignment_epoch = 0
         self._target: dict[str, Assignment] = {}
+        # The ids of the topics assigned: a topic deleted and created again under its name
+        # is another topic, so the assignment (and the topic id members fetch with) moves.
+        self._topic_ids: dict[str, str] = {}
 
     @property
     def state(self) -> str:
@@ -81,13 +84,14 @@ class ShareGroup:
 
     def heartbeat(self, member_id: str, member_epoch: int, subscribed: tuple[str, ...] | None,
                   rack_id: str | None, client_id: str, client_host: str,
-                  partitions_of: Callable[[str], int | None]) -> HeartbeatResult:
+                  partitions_of: Callable[[str], int | None],
+                  topic_id_of: Callable[[str], str | None] = lambda _t: None) -> HeartbeatResult:
         now = self.clock()
         if not member_id:
             return HeartbeatResult(ErrorCode.invalid_request, "a share member must send its member id")
         if member_epoch == -1:
             self.leave(member_id)
-            self._recompute(partitions_of)
+            self._recompute(partitions_of, topic_id_of)
             return HeartbeatResult(ErrorCode.none, member_epoch=-1)
         member = self.members.get(member_id)
         full = member_epoch == 0 or subscribed is not None
@@ -107,7 +111,7 @@ class ShareGroup:
         if rack_id is not None:
             member.rack_id = rack_id
         member.deadline = now + self.session_timeout_ms
-        self._recompute(partitions_of)
+        self._recompute(partitions_of, topic_id_of)
         target = self._target.get(member_id, {})
         changed = full or member.epoch != self.epoch or target != member.assignment
         member.epoch = self.epoch
@@ -115,10 +119,13 @@ class ShareGroup:
         return HeartbeatResult(ErrorCode.none, member_epoch=member.epoch,
                                assignment=target if changed else None)
 
-    def _recompute(self, partitions_of: Callable[[str], int | None]) -> None:
+    def _recompute(self, partitions_of: Callable[[str], int | None],
+                   topic_id_of: Callable[[str], str | None]) -> None:
         target = assign_uniform({m.member_id: m.subscribed for m in self.members.values()}, partitions_of)
-        if target != self._target:
+        ids = {t: topic_id_of(t) or "" for a in target.values() for t in a}
+        if target != self._target or ids != self._topic_ids:
             self._target = target
+            self._topic_ids = ids
             self.epoch += 1
             self.assignment_epoch = self.epoch
 

@@ -14,13 +14,23 @@ Acquiring increments the delivery count and locks the record for the member unti
 ``now + lock_ms``. SPSO moves up over every leading ACKNOWLEDGED or ARCHIVED offset, which
 are then forgotten. Offsets with no record (control batches, compacted gaps, aborted
 transactional data under read_committed) are archived on acquisition, never delivered.
+
+The window is held as runs, as Kafka's in-flight batches: contiguous offset ranges with one
+state, delivery count, holder and lock deadline each, covering SPSO..SPEO without holes.
+New records are acquired a whole log batch at a time (one run each; ``max_records`` is
+reached at a batch boundary, never by splitting a batch) and an acknowledgement of a range
+settles the runs it covers at once, splitting a run only where it ends inside one. So the
+cost of a request follows the batches it touches, not the records in them.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import groupby
+from operator import attrgetter
 from typing import Any
 
 __all__ = [
@@ -63,14 +73,24 @@ class AcquiredRange:
 
 
 @dataclass(slots=True)
-class _InFlight:
+class _Run:
+    """Offsets ``first..last`` (inclusive) in one state: an in-flight batch, or the part of
+    one that an acknowledgement split off."""
+
+    first: int
+    last: int
     state: RecordState
-    delivery_count: int
+    count: int
     member_id: str | None = None
     deadline: int = 0
 
+    @property
+    def size(self) -> int:
+        return self.last - self.first + 1
+
 
 _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+_first = attrgetter("first")
 
 
 class SharePartition:
@@ -84,8 +104,10 @@ class SharePartition:
         self.lock_ms = lock_ms
         self.delivery_limit = delivery_limit
         self.max_in_flight = max_in_flight
-        self._records: dict[int, _InFlight] = {}
-        self._dirty: set[int] = set()  # offsets changed since the last snapshot() / delta()
+        self._runs: list[_Run] = []  # cover start_offset..end_offset - 1, in order, no holes
+        self._dirty: list[tuple[int, int]] = []  # ranges changed since the last snapshot() / delta()
+        # No lock runs out before this (a lower bound), so most expiry checks scan nothing.
+        self._expiry: int | None = None
         self.state_epoch = 0
 
     # -- views -----------------------------------------------------------------------------
@@ -94,70 +116,138 @@ class SharePartition:
         """(state, delivery count) of one offset; below SPSO everything is done."""
         if offset < self.start_offset:
             return RecordState.ACKNOWLEDGED, 0
-        rec = self._records.get(offset)
-        if rec is None:
-            return (RecordState.AVAILABLE, 0) if offset >= self.end_offset else (RecordState.ARCHIVED, 0)
-        return rec.state, rec.delivery_count
+        if offset >= self.end_offset:
+            return RecordState.AVAILABLE, 0
+        run = self._runs[self._find(offset)]
+        return run.state, run.count
 
     def done_in_window(self) -> int:
         """Offsets in the window already acknowledged or archived (for lag)."""
-        return sum(1 for r in self._records.values() if r.state in _DONE)
+        return sum(r.size for r in self._runs if r.state in _DONE)
 
     def acquired_count(self) -> int:
-        return sum(1 for r in self._records.values() if r.state is RecordState.ACQUIRED)
+        return sum(r.size for r in self._runs if r.state is RecordState.ACQUIRED)
 
     def has_available(self) -> bool:
-        return any(r.state is RecordState.AVAILABLE for r in self._records.values())
+        return any(r.state is RecordState.AVAILABLE for r in self._runs)
+
+    def run_count(self) -> int:
+        """How many runs hold the window (what a request's cost follows)."""
+        return len(self._runs)
+
+    # -- runs -----------------------------------------------------------------------------
+
+    def _find(self, offset: int) -> int:
+        """Index of the run holding ``offset`` (in the window)."""
+        return bisect_right(self._runs, offset, key=_first) - 1
+
+    def _split(self, offset: int) -> int:
+        """Index of the run starting at ``offset``, splitting the run that holds it;
+        len(runs) at or past SPEO."""
+        if offset >= self.end_offset:
+            return len(self._runs)
+        if offset <= self.start_offset:
+            return 0
+        i = self._find(offset)
+        run = self._runs[i]
+        if run.first == offset:
+            return i
+        self._runs.insert(i + 1, _Run(offset, run.last, run.state, run.count, run.member_id, run.deadline))
+        run.last = offset - 1
+        return i + 1
+
+    def _append(self, first: int, last: int, state: RecordState, count: int) -> _Run:
+        """A new run at SPEO (``first == end_offset``)."""
+        run = _Run(first, last, state, count)
+        self._runs.append(run)
+        self.end_offset = last + 1
+        self._dirty.append((first, last))
+        return run
+
+    def _put(self, first: int, last: int, state: RecordState, count: int) -> None:
+        """Set ``first..last`` to one state as stored (restore, replay), growing the window
+        with archived offsets up to ``first`` if it ends before."""
+        first = max(first, self.start_offset)
+        if last < first:
+            return
+        if first > self.end_offset:
+            self._runs.append(_Run(self.end_offset, first - 1, RecordState.ARCHIVED, 0))
+            self.end_offset = first
+        i = self._split(first)
+        j = self._split(last + 1)
+        self._runs[i:j] = [_Run(first, last, state, count)]
+        self.end_offset = max(self.end_offset, last + 1)
+
+    def _lock(self, run: _Run, member_id: str, deadline: int) -> None:
+        run.state = RecordState.ACQUIRED
+        run.count += 1
+        run.member_id = member_id
+        run.deadline = deadline
+        if self._expiry is None or deadline < self._expiry:
+            self._expiry = deadline
+        self._dirty.append((run.first, run.last))
+
+    def _release(self, run: _Run) -> None:
+        exhausted = run.count >= self.delivery_limit
+        run.state = RecordState.ARCHIVED if exhausted else RecordState.AVAILABLE
+        run.member_id = None
+        self._dirty.append((run.first, run.last))
+
+    def _merge_done(self, lo: int, hi: int) -> None:
+        """Merge neighbouring settled runs of one state and count among runs[lo:hi] (those
+        behind a stuck record stay in the window)."""
+        runs = self._runs
+        i = max(lo, 1)
+        while i < min(hi, len(runs)):
+            a, b = runs[i - 1], runs[i]
+            if a.state in _DONE and a.state is b.state and a.count == b.count:
+                a.last = b.last
+                del runs[i]
+                hi -= 1
+            else:
+                i += 1
 
     # -- acquisition ----------------------------------------------------------------------
 
     def acquire(self, member_id: str, max_records: int, deliverable: Iterable[tuple[int, int]],
                 skipped: Iterable[tuple[int, int]] = ()) -> list[AcquiredRange]:
-        """Lock up to ``max_records`` offsets for ``member_id``: AVAILABLE ones in the window
-        first (redeliveries), then new ones from SPEO. ``deliverable`` are the inclusive
-        offset ranges at or after SPEO that hold data records, ``skipped`` the ones that
-        never reach a consumer (archived here). Returns the acquired runs in offset order."""
+        """Lock about ``max_records`` offsets for ``member_id``, whole runs at a time:
+        AVAILABLE runs in the window first (redeliveries), then new batches from SPEO. The
+        run or batch that reaches ``max_records`` is taken whole (a soft limit, as
+        Kafka's). ``deliverable`` are the log batches' inclusive offset ranges at or after
+        SPEO that hold data records, ``skipped`` the ones that never reach a consumer
+        (archived here). Returns the acquired runs in offset order."""
         self.expire_locks()
         budget = min(max_records, self.max_in_flight - self.acquired_count())
         deadline = self.clock() + self.lock_ms
-        acquired: list[int] = []
-        for offset in sorted(o for o, r in self._records.items() if r.state is RecordState.AVAILABLE):
-            if len(acquired) >= budget:
+        got: list[_Run] = []
+        taken = 0
+        for run in self._runs:
+            if taken >= budget:
                 break
-            self._lock(offset, member_id, deadline)
-            acquired.append(offset)
+            if run.state is RecordState.AVAILABLE:
+                self._lock(run, member_id, deadline)
+                got.append(run)
+                taken += run.size
         marks = sorted([(f, last, True) for f, last in deliverable] + [(f, last, False) for f, last in skipped])
         for first, last, data in marks:
-            if len(acquired) >= budget or self.end_offset - self.start_offset >= self.max_in_flight:
+            if taken >= budget or self.end_offset - self.start_offset >= self.max_in_flight:
                 break
+            if last < self.end_offset:
+                continue
             first = max(first, self.end_offset)
-            for offset in range(self.end_offset, first):  # a gap between batches
-                self._records[offset] = _InFlight(RecordState.ARCHIVED, 0)
-                self._dirty.add(offset)
-            self.end_offset = max(self.end_offset, first)
-            for offset in range(first, last + 1):
-                if offset - self.start_offset >= self.max_in_flight:
-                    break  # the window is full: a stuck record holds SPSO back
-                if not data:
-                    self._records[offset] = _InFlight(RecordState.ARCHIVED, 0)
-                    self._dirty.add(offset)
-                elif len(acquired) >= budget:
-                    break
-                else:
-                    self._records[offset] = _InFlight(RecordState.AVAILABLE, 0)
-                    self._lock(offset, member_id, deadline)
-                    acquired.append(offset)
-                self.end_offset = offset + 1
+            if first > self.end_offset:  # a gap between batches
+                self._append(self.end_offset, first - 1, RecordState.ARCHIVED, 0)
+            if not data:
+                self._append(first, last, RecordState.ARCHIVED, 0)
+                continue
+            run = self._append(first, last, RecordState.AVAILABLE, 0)
+            self._lock(run, member_id, deadline)
+            got.append(run)
+            taken += run.size
+        out = _ranges(got)
         self._advance()
-        return _runs(acquired, self._records)
-
-    def _lock(self, offset: int, member_id: str, deadline: int) -> None:
-        self._dirty.add(offset)
-        rec = self._records[offset]
-        rec.state = RecordState.ACQUIRED
-        rec.delivery_count += 1
-        rec.member_id = member_id
-        rec.deadline = deadline
+        return out
 
     def unacquire(self, member_id: str, from_offset: int, ranges: list[AcquiredRange]) -> list[AcquiredRange]:
         """Undo the part of an acquisition at or after ``from_offset`` (its records did not
@@ -166,13 +256,16 @@ class SharePartition:
         for r in ranges:
             if r.first_offset < from_offset:
                 kept.append(AcquiredRange(r.first_offset, min(r.last_offset, from_offset - 1), r.delivery_count))
-            for offset in range(max(r.first_offset, from_offset), r.last_offset + 1):
-                rec = self._records.get(offset)
-                if rec is not None and rec.state is RecordState.ACQUIRED and rec.member_id == member_id:
-                    rec.state = RecordState.AVAILABLE
-                    rec.member_id = None
-                    rec.delivery_count -= 1
-                    self._dirty.add(offset)
+            lo = max(r.first_offset, from_offset)
+            if lo > r.last_offset:
+                continue
+            i, j = self._split(lo), self._split(r.last_offset + 1)
+            for run in self._runs[i:j]:
+                if run.state is RecordState.ACQUIRED and run.member_id == member_id:
+                    run.state = RecordState.AVAILABLE
+                    run.member_id = None
+                    run.count -= 1
+                    self._dirty.append((run.first, run.last))
         return kept
 
     # -- acknowledgement ------------------------------------------------------------------
@@ -183,94 +276,116 @@ class SharePartition:
         count = last - first + 1
         if count <= 0 or len(types) not in (1, count):
             raise InvalidAcknowledgement(f"acknowledgement of {first}..{last} with {len(types)} types")
-        kinds = []
-        for t in types:
-            try:
-                kinds.append(AckType(t))
-            except ValueError:
-                raise InvalidAcknowledgement(f"unknown acknowledge type {t}") from None
-        records = self._records
-        per_offset = len(kinds) > 1
-        for offset in range(first, last + 1):
-            rec = records.get(offset)
-            if rec is None or rec.state is not RecordState.ACQUIRED or rec.member_id != member_id:
-                kind = kinds[offset - first] if per_offset else kinds[0]
-                if kind is AckType.GAP and (rec is None or rec.state is RecordState.ARCHIVED):
-                    continue  # a gap the broker already archived
-                raise InvalidAcknowledgement(f"offset {offset} is not acquired by member {member_id}")
+        if len(types) == 1:
+            segments = [(first, last, _ack_type(types[0]))]
+        else:  # runs of one type, settled a range at a time
+            segments = []
+            at = first
+            for t, same in groupby(types):
+                n = sum(1 for _ in same)
+                segments.append((at, at + n - 1, _ack_type(t)))
+                at += n
+        for a, b, kind in segments:
+            self._check(member_id, a, b, kind)
         renewed = self.clock() + self.lock_ms
-        dirty = self._dirty
-        for offset in range(first, last + 1):
-            rec = records.get(offset)
-            if rec is None or rec.state is not RecordState.ACQUIRED:
-                continue
-            kind = kinds[offset - first] if per_offset else kinds[0]
-            dirty.add(offset)
-            if kind is AckType.ACCEPT:
-                rec.state = RecordState.ACKNOWLEDGED
-                rec.member_id = None
-            elif kind is AckType.RELEASE:
-                self._release(rec)
-            elif kind is AckType.RENEW:
-                rec.deadline = renewed
-            else:
-                self._settle(rec, RecordState.ARCHIVED)
+        for a, b, kind in segments:
+            self._settle(a, b, kind, renewed)
         self._advance()
 
-    def _settle(self, rec: _InFlight, state: RecordState) -> None:
-        rec.state = state
-        rec.member_id = None
+    def _check(self, member_id: str, first: int, last: int, kind: AckType) -> None:
+        gap = kind is AckType.GAP
+        if not gap and (first < self.start_offset or last >= self.end_offset):
+            outside = first if first < self.start_offset else max(first, self.end_offset)
+            raise InvalidAcknowledgement(f"offset {outside} is not acquired by member {member_id}")
+        lo, hi = max(first, self.start_offset), min(last, self.end_offset - 1)
+        if lo > hi:
+            return  # a gap wholly outside the window: already settled
+        runs = self._runs
+        i = self._find(lo)
+        while i < len(runs) and runs[i].first <= hi:
+            run = runs[i]
+            if not (run.state is RecordState.ACQUIRED and run.member_id == member_id) and not (
+                    gap and run.state is RecordState.ARCHIVED):
+                raise InvalidAcknowledgement(f"offset {max(run.first, lo)} is not acquired by member {member_id}")
+            i += 1
 
-    def _release(self, rec: _InFlight) -> None:
-        exhausted = rec.delivery_count >= self.delivery_limit
-        self._settle(rec, RecordState.ARCHIVED if exhausted else RecordState.AVAILABLE)
+    def _settle(self, first: int, last: int, kind: AckType, renewed: int) -> None:
+        lo, hi = max(first, self.start_offset), min(last, self.end_offset - 1)
+        if lo > hi:
+            return
+        i, j = self._split(lo), self._split(hi + 1)
+        for run in self._runs[i:j]:
+            if run.state is not RecordState.ACQUIRED:
+                continue  # a gap the broker already archived
+            if kind is AckType.ACCEPT:
+                run.state = RecordState.ACKNOWLEDGED
+                run.member_id = None
+            elif kind is AckType.RELEASE:
+                self._release(run)
+            elif kind is AckType.RENEW:
+                run.deadline = renewed
+            else:  # REJECT, or GAP on offsets the member was given
+                run.state = RecordState.ARCHIVED
+                run.member_id = None
+            self._dirty.append((run.first, run.last))
+        self._merge_done(i, j + 1)
 
     def release_member(self, member_id: str) -> int:
         """Every record ``member_id`` holds goes back (its session closed or it left)."""
         released = 0
-        for offset, rec in self._records.items():
-            if rec.state is RecordState.ACQUIRED and rec.member_id == member_id:
-                self._release(rec)
-                self._dirty.add(offset)
-                released += 1
-        self._advance()
+        for run in self._runs:
+            if run.state is RecordState.ACQUIRED and run.member_id == member_id:
+                self._release(run)
+                released += run.size
+        if released:
+            self._advance()
         return released
 
     def expire_locks(self) -> int:
         """Release every record whose acquisition lock has run out."""
         now = self.clock()
+        if self._expiry is None or now < self._expiry:
+            return 0
         expired = 0
-        for offset, rec in self._records.items():
-            if rec.state is RecordState.ACQUIRED and rec.deadline <= now:
-                self._release(rec)
-                self._dirty.add(offset)
-                expired += 1
+        earliest: int | None = None
+        for run in self._runs:
+            if run.state is not RecordState.ACQUIRED:
+                continue
+            if run.deadline <= now:
+                self._release(run)
+                expired += run.size
+            elif earliest is None or run.deadline < earliest:
+                earliest = run.deadline
+        self._expiry = earliest
         if expired:
             self._advance()
         return expired
 
     def next_deadline(self) -> int | None:
-        deadlines = [r.deadline for r in self._records.values() if r.state is RecordState.ACQUIRED]
+        deadlines = [r.deadline for r in self._runs if r.state is RecordState.ACQUIRED]
         return min(deadlines) if deadlines else None
 
     # -- window ---------------------------------------------------------------------------
 
     def _advance(self) -> None:
-        while self.start_offset < self.end_offset:
-            rec = self._records.get(self.start_offset)
-            if rec is not None and rec.state not in _DONE:
-                return
-            self._records.pop(self.start_offset, None)
-            self.start_offset += 1
+        runs = self._runs
+        k = 0
+        while k < len(runs) and runs[k].state in _DONE:
+            k += 1
+        if k:
+            del runs[:k]
+        self.start_offset = runs[0].first if runs else self.end_offset
 
     def move_start(self, offset: int) -> None:
         """The log's start moved past SPSO (retention, DeleteRecords): those offsets are gone."""
         if offset <= self.start_offset:
             return
-        for o in range(self.start_offset, min(offset, self.end_offset)):
-            self._records.pop(o, None)
+        if offset >= self.end_offset:
+            self._runs.clear()
+            self.start_offset = self.end_offset = offset
+            return
+        del self._runs[:self._split(offset)]
         self.start_offset = offset
-        self.end_offset = max(self.end_offset, offset)
         self._advance()
 
     # -- durable form ---------------------------------------------------------------------
@@ -280,58 +395,82 @@ class SharePartition:
         after a restart the lock is gone but the delivery still counts toward the limit."""
         self._dirty.clear()
         return {"start_offset": self.start_offset, "end_offset": self.end_offset,
-                "state_epoch": self.state_epoch,
-                "runs": self._runs_of(range(self.start_offset, self.end_offset))}
+                "state_epoch": self.state_epoch, "runs": self._stored(self.start_offset, self.end_offset - 1)}
 
     def delta(self) -> dict[str, Any]:
         """What changed since the last snapshot() or delta(): the window's bounds and the
-        changed offsets still in it (apply() replays it over the snapshot)."""
-        changed = sorted(o for o in self._dirty if self.start_offset <= o < self.end_offset)
+        changed ranges still in it (apply() replays it over the snapshot)."""
+        runs: list[list[int]] = []
+        lo = hi = None
+        for first, last in sorted(self._dirty):
+            if hi is not None and first <= hi + 1:
+                hi = max(hi, last)
+                continue
+            if lo is not None and hi is not None:
+                runs += self._stored(lo, hi)
+            lo, hi = first, last
+        if lo is not None and hi is not None:
+            runs += self._stored(lo, hi)
         self._dirty.clear()
-        return {"start_offset": self.start_offset, "end_offset": self.end_offset,
-                "runs": self._runs_of(changed)}
+        return {"start_offset": self.start_offset, "end_offset": self.end_offset, "runs": runs}
+
+    def _stored(self, first: int, last: int) -> list[list[int]]:
+        """[first, last, state, count] of the window's runs over ``first..last``, an ACQUIRED
+        one as AVAILABLE, equal neighbours merged."""
+        first, last = max(first, self.start_offset), min(last, self.end_offset - 1)
+        out: list[list[int]] = []
+        if first > last:
+            return out
+        runs = self._runs
+        i = self._find(first)
+        while i < len(runs) and runs[i].first <= last:
+            run = runs[i]
+            state = RecordState.AVAILABLE if run.state is RecordState.ACQUIRED else run.state
+            a, b = max(run.first, first), min(run.last, last)
+            if out and out[-1][1] == a - 1 and out[-1][2] == state and out[-1][3] == run.count:
+                out[-1][1] = b
+            else:
+                out.append([a, b, int(state), run.count])
+            i += 1
+        return out
 
     def apply(self, delta: dict[str, Any]) -> None:
         for first, last, state, count in delta["runs"]:
-            for offset in range(first, last + 1):
-                self._records[offset] = _InFlight(RecordState(state), count)
-        self.end_offset = max(self.end_offset, int(delta["end_offset"]))
+            self._put(int(first), int(last), RecordState(state), int(count))
+        end = int(delta["end_offset"])
+        if end > self.end_offset:
+            self._put(self.end_offset, end - 1, RecordState.ARCHIVED, 0)
         self.move_start(int(delta["start_offset"]))
         self._advance()
         self._dirty.clear()
 
-    def _runs_of(self, offsets: Iterable[int]) -> list[list[int]]:
-        runs: list[list[int]] = []
-        for offset in offsets:
-            rec = self._records.get(offset)
-            state = RecordState.ARCHIVED if rec is None else rec.state
-            if state is RecordState.ACQUIRED:
-                state = RecordState.AVAILABLE
-            count = 0 if rec is None else rec.delivery_count
-            if runs and runs[-1][1] == offset - 1 and runs[-1][2] == state and runs[-1][3] == count:
-                runs[-1][1] = offset
-            else:
-                runs.append([offset, offset, int(state), count])
-        return runs
-
     def restore(self, snap: dict[str, Any]) -> None:
-        self.start_offset = int(snap["start_offset"])
-        self.end_offset = int(snap["end_offset"])
+        self.start_offset = self.end_offset = int(snap["start_offset"])
         self.state_epoch = int(snap.get("state_epoch", 0))
-        self._records = {}
-        self._dirty.clear()
+        self._runs = []
+        self._expiry = None
         for first, last, state, count in snap["runs"]:
-            for offset in range(first, last + 1):
-                self._records[offset] = _InFlight(RecordState(state), count)
+            self._put(int(first), int(last), RecordState(state), int(count))
+        end = int(snap["end_offset"])
+        if end > self.end_offset:
+            self._put(self.end_offset, end - 1, RecordState.ARCHIVED, 0)
         self._advance()
+        self._dirty.clear()
 
 
-def _runs(offsets: list[int], records: dict[int, _InFlight]) -> list[AcquiredRange]:
+def _ack_type(value: int) -> AckType:
+    try:
+        return AckType(value)
+    except ValueError:
+        raise InvalidAcknowledgement(f"unknown acknowledge type {value}") from None
+
+
+def _ranges(runs: list[_Run]) -> list[AcquiredRange]:
+    """Acquired runs as the wire's ranges, neighbours with one delivery count merged."""
     out: list[AcquiredRange] = []
-    for offset in sorted(offsets):
-        count = records[offset].delivery_count
-        if out and out[-1].last_offset == offset - 1 and out[-1].delivery_count == count:
-            out[-1] = AcquiredRange(out[-1].first_offset, offset, count)
+    for run in runs:
+        if out and out[-1].last_offset == run.first - 1 and out[-1].delivery_count == run.count:
+            out[-1] = AcquiredRange(out[-1].first_offset, run.last, run.count)
         else:
-            out.append(AcquiredRange(offset, offset, count))
+            out.append(AcquiredRange(run.first, run.last, run.count))
     return out

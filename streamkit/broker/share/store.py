@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import struct
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -91,14 +92,33 @@ class ShareStateStore:
         self.clock = clock
         self.snapshot_every = snapshot_every
         self._cycles: dict[ShareKey, _Cycle] = {}
+        self._batch: dict[int, list[Record]] | None = None  # per partition, while batch()
 
     def partition_for(self, group: str) -> int:
         """The partition of ``__share_group_state`` holding ``group``'s share-partitions."""
         return partition_for_group(group, self.partitions)
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Append the records written inside as one batch per partition, at the end."""
+        if self._batch is not None:
+            yield
+            return
+        self._batch = {}
+        try:
+            yield
+        finally:
+            batches, self._batch = self._batch, None
+            for partition, records in batches.items():
+                self.log.append(partition, build_batch(records))
+
     def _append(self, group: str, key: bytes, value: dict[str, Any] | None) -> None:
         data = None if value is None else json.dumps(value, separators=(",", ":")).encode()
-        self.log.append(self.partition_for(group), build_batch([Record(key, data, self.clock())]))
+        record = Record(key, data, self.clock())
+        if self._batch is not None:
+            self._batch.setdefault(self.partition_for(group), []).append(record)
+        else:
+            self.log.append(self.partition_for(group), build_batch([record]))
 
     def needs_snapshot(self, key: ShareKey) -> bool:
         cycle = self._cycles.get(key)
