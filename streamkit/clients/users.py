@@ -50,13 +50,17 @@ def _wait(future: Any, what: str) -> Any:
         return future.result(timeout=_TIMEOUT_S)
     except KafkaException as exc:
         error = exc.args[0]
-        raise ClientError(f"{what}: {error.str()} ({error.name()})") from None
+        # librdkafka 2.x reads a per-user error message of DescribeUserScramCredentials one
+        # byte too far (a control character at its end): printable characters only.
+        message = "".join(c for c in error.str() if c.isprintable())
+        raise ClientError(f"{what}: {message} ({error.name()})") from None
     except TimeoutError:
         raise ClientError(f"{what}: no answer within {_TIMEOUT_S:.0f}s") from None
 
 
 def _alter(bootstrap: str, alterations: list[Any], what: str, client_config: Mapping[str, str]) -> None:
-    futures = _admin(bootstrap, client_config).alter_user_scram_credentials(alterations, request_timeout=_TIMEOUT_S)
+    admin = _admin(bootstrap, client_config)  # held until the answers are in: its end fails them
+    futures = admin.alter_user_scram_credentials(alterations, request_timeout=_TIMEOUT_S)
     for future in futures.values():
         _wait(future, what)
 

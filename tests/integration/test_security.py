@@ -118,6 +118,15 @@ def first_error(address: str, config: dict[str, Any], timeout: float = 15) -> An
     return errors[0] if errors else None
 
 
+def kcat_roundtrip(address: str, options: list[str], topic: str, line: bytes) -> bytes:
+    """Produce ``line`` with kcat, then consume what the topic holds, with ``options``."""
+    assert KCAT is not None
+    subprocess.run([KCAT, "-b", address, *options, "-P", "-t", topic], input=line, check=True, timeout=30)
+    out = subprocess.run([KCAT, "-b", address, *options, "-C", "-t", topic, "-o", "beginning", "-c", "1", "-e"],
+                         capture_output=True, check=True, timeout=30)
+    return out.stdout
+
+
 # -- listeners ------------------------------------------------------------------------------
 
 
@@ -195,12 +204,7 @@ def test_kcat_over_mutual_tls(secure: BrokerProcess, pki: Pki, topic_name: str) 
     assert KCAT is not None
     options = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca.cert_path}",
                "-X", f"ssl.certificate.location={pki.alice.cert_path}", "-X", f"ssl.key.location={pki.alice.key_path}"]
-    address = secure.address("MTLS")
-    subprocess.run([KCAT, "-b", address, *options, "-P", "-t", topic_name], input=b"over mtls\n", check=True,
-                   timeout=30)
-    out = subprocess.run([KCAT, "-b", address, *options, "-C", "-t", topic_name, "-o", "beginning", "-c", "1", "-e"],
-                         capture_output=True, check=True, timeout=30)
-    assert out.stdout == b"over mtls\n"
+    assert kcat_roundtrip(secure.address("MTLS"), options, topic_name, b"over mtls\n") == b"over mtls\n"
 
 
 def test_certificates_are_reloaded_when_their_file_changes(secure: BrokerProcess, pki: Pki,
@@ -277,3 +281,109 @@ def test_sasl_handshake_on_a_plaintext_listener_is_refused(secure: BrokerProcess
     with connect(secure.address("PLAINTEXT")) as sock:
         response = call(sock, SaslHandshakeRequest(mechanism="PLAIN"))
         assert response.error_code == 34  # ILLEGAL_SASL_STATE
+
+
+# -- SCRAM ----------------------------------------------------------------------------------
+
+
+def scram_admin(secure: BrokerProcess) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": secure.address("PLAINTEXT"), **QUIET})
+
+
+def set_scram(secure: BrokerProcess, user: str, password: str, mechanism: str, iterations: int = 4096) -> None:
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    info = ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], iterations)
+    admin = scram_admin(secure)
+    futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(user, info, password.encode())])
+    for future in futures.values():
+        future.result(timeout=15)
+
+
+def test_scram_users_log_in_with_each_client(secure: BrokerProcess, pki: Pki, topic_name: str) -> None:
+    set_scram(secure, "sam", "sam-secret", "SCRAM-SHA-256")
+    set_scram(secure, "sam", "sam-secret-512", "SCRAM-SHA-512", iterations=8192)
+    config = {"security.protocol": "SASL_SSL", **sasl("SCRAM-SHA-256", "sam", "sam-secret"), **tls(pki)}
+    assert roundtrip(secure.address("SASL_SSL"), topic_name, config) == [b"v1", b"v2"]
+    KafkaPythonClient(secure.address("SASL_PLAINTEXT")).produce(topic_name, [Rec(b"k", b"kp-scram")], extra={
+        "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "sam", "sasl_plain_password": "sam-secret-512"})
+    got = AiokafkaClient(secure.address("SASL_PLAINTEXT")).consume(topic_name, {0: 2}, 1, timeout=20, extra={
+        "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "sam", "sasl_plain_password": "sam-secret"})
+    assert [r.value for r in got] == [b"kp-scram"]
+
+
+def test_kcat_with_scram_over_sasl_ssl(secure: BrokerProcess, pki: Pki, topic_name: str) -> None:
+    require_service(KCAT is not None, "the kcat CLI")
+    assert KCAT is not None
+    set_scram(secure, "kc", "kc-secret", "SCRAM-SHA-512")
+    options = ["-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={pki.ca.cert_path}",
+               "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=kc", "-X", "sasl.password=kc-secret"]
+    assert kcat_roundtrip(secure.address("SASL_SSL"), options, topic_name, b"over scram\n") == b"over scram\n"
+
+
+def test_a_wrong_scram_password_is_an_authentication_error(secure: BrokerProcess) -> None:
+    from confluent_kafka import KafkaError
+
+    set_scram(secure, "wendy", "right", "SCRAM-SHA-256")
+    for user in ("wendy", "nobody"):
+        config = {"security.protocol": "SASL_PLAINTEXT", **sasl("SCRAM-SHA-256", user, "wrong")}
+        error = first_error(secure.address("SASL_PLAINTEXT"), config)
+        assert error is not None and error.code() == KafkaError._AUTHENTICATION, error
+        assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in error.str()
+
+
+def test_users_cli_creates_describes_and_deletes(secure: BrokerProcess, topic_name: str) -> None:
+    from confluent_kafka import KafkaError
+
+    from tests.integration.test_cli import fails, ok
+
+    bootstrap = ["-b", secure.address("PLAINTEXT")]
+    assert ok("users", "create", "carol", "--password", "carol-secret", "--mechanism", "SCRAM-SHA-512",
+              "--iterations", "5000", *bootstrap).stdout == "user carol: SCRAM-SHA-512 set\n"
+    assert ok("users", "describe", "carol", *bootstrap).stdout == "carol: SCRAM-SHA-512 (iterations=5000)\n"
+    assert "carol: SCRAM-SHA-512 (iterations=5000)\n" in ok("users", "describe", *bootstrap).stdout
+    config = {"security.protocol": "SASL_PLAINTEXT", **sasl("SCRAM-SHA-512", "carol", "carol-secret")}
+    assert roundtrip(secure.address("SASL_PLAINTEXT"), topic_name, config) == [b"v1", b"v2"]
+    # the same command over a SASL listener, as the user itself
+    over_sasl = ["-b", secure.address("SASL_PLAINTEXT"), "-X", "security.protocol=SASL_PLAINTEXT",
+                 "-X", "sasl.mechanism=SCRAM-SHA-512", "-X", "sasl.username=carol", "-X", "sasl.password=carol-secret"]
+    assert ok("users", "describe", "carol", *over_sasl).stdout == "carol: SCRAM-SHA-512 (iterations=5000)\n"
+    assert ok("users", "delete", "carol", *bootstrap).stdout == "user carol: SCRAM-SHA-512 deleted\n"
+    error = first_error(secure.address("SASL_PLAINTEXT"), config)
+    assert error is not None and error.code() == KafkaError._AUTHENTICATION, error
+    assert fails("users", "describe", "carol", *bootstrap) == (
+        "error: cannot describe user carol: Attempt to describe a user credential that does not exist: carol "
+        "(RESOURCE_NOT_FOUND)\n")
+    assert fails("users", "delete", "carol", "--mechanism", "SCRAM-SHA-256", *bootstrap) == (
+        "error: cannot delete credentials of carol: Attempt to delete a user credential that does not exist "
+        "(RESOURCE_NOT_FOUND)\n")
+    assert fails("users", "create", "carol", "--password", "x", "--iterations", "100", *bootstrap) == (
+        "error: cannot set SCRAM-SHA-256 credentials of carol: Too few iterations (at least 4096) "
+        "(UNACCEPTABLE_CREDENTIAL)\n")
+    assert fails("users", "create", "carol", "--password", "x", "--mechanism", "MD5", *bootstrap) == (
+        "error: unknown SCRAM mechanism 'MD5' (one of SCRAM-SHA-256, SCRAM-SHA-512)\n")
+
+
+def test_scram_credentials_survive_a_restart(pki: Pki, tmp_path: Path) -> None:
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256", "offsets.topic.num.partitions": "1"}
+    broker = BrokerProcess(tmp_path / "data", settings=settings).start()
+    try:
+        set_scram(broker, "dora", "dora-secret", "SCRAM-SHA-256")
+        assert broker.stop() == 0
+        stored = (tmp_path / "data" / ".meta" / "scram-credentials.json").read_text()
+        assert "dora" in stored and "dora-secret" not in stored
+        broker.start()
+        config = {"security.protocol": "SASL_PLAINTEXT", **sasl("SCRAM-SHA-256", "dora", "dora-secret")}
+        assert first_error(broker.address("SASL_PLAINTEXT"), config, timeout=3) is None
+        assert roundtrip(broker.address("SASL_PLAINTEXT"), "after-restart", config) == [b"v1", b"v2"]
+    finally:
+        _finish(broker)
