@@ -28,7 +28,14 @@ from streamkit.broker.cluster.markers import MarkerSender
 from streamkit.broker.cluster.node import ClusterNode
 from streamkit.broker.cluster.producer_ids import ZkProducerIds
 from streamkit.broker.cluster.settings import ClusterSettings
-from streamkit.broker.codec import Disposition, FrameError, Request, disposition, response_type_for
+from streamkit.broker.codec import (
+    MIN_REQUEST_SIZE,
+    Disposition,
+    FrameError,
+    Request,
+    disposition,
+    response_type_for,
+)
 from streamkit.broker.config import BrokerConfig
 from streamkit.broker.coordinators import Coordinators
 from streamkit.broker.error_reply import error_response
@@ -465,7 +472,11 @@ class Broker:
         self._connections.add(task)
         peer_address = writer.get_extra_info("peername")
         host = str(peer_address[0]) if peer_address else ""
-        conn = Connection(self.config.socket_request_max_bytes)
+        max_request = self.config.socket_request_max_bytes
+        # Before SASL authentication only small requests are read (sasl.server.max.receive.size):
+        # an unauthenticated peer cannot make the broker buffer a huge frame.
+        conn = Connection(max(min(max_request, listener.max_receive_size), MIN_REQUEST_SIZE)
+                          if listener.sasl else max_request)
         memory = self.memory
         try:
             peer = await self._peer(listener, host, writer)
@@ -483,7 +494,7 @@ class Broker:
                     if peer.session is not None and peer.session.raw_tokens:
                         if (token := conn.next_frame()) is None:
                             break
-                        if not await self._raw_token(token, writer, peer):
+                        if not await self._raw_token(conn, token, writer, peer):
                             return
                         continue
                     if (request := conn.next_request()) is None:
@@ -600,9 +611,11 @@ class Broker:
             return False
         writer.write(conn.encode_response(request, build(kind, {
             "error_code": ErrorCode.none, "error_message": None, "auth_bytes": answer, "session_lifetime": 0})))
+        if session.authenticated:
+            conn.max_request_size = self.config.socket_request_max_bytes
         return True
 
-    async def _raw_token(self, token: bytes, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
+    async def _raw_token(self, conn: Connection, token: bytes, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
         """A bare SASL token (after SaslHandshake v0): its answer goes back bare; a failed
         login closes the connection (v0 has no way to carry the error)."""
         session = peer.session
@@ -613,6 +626,8 @@ class Broker:
             await self._failed_login(peer, exc)
             return False
         writer.write(Connection.encode_frame(answer))
+        if session.authenticated:
+            conn.max_request_size = self.config.socket_request_max_bytes
         return True
 
     @staticmethod

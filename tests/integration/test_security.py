@@ -387,3 +387,41 @@ def test_scram_credentials_survive_a_restart(pki: Pki, tmp_path: Path) -> None:
         assert roundtrip(broker.address("SASL_PLAINTEXT"), "after-restart", config) == [b"v1", b"v2"]
     finally:
         _finish(broker)
+
+
+def test_an_oversized_frame_before_authentication_is_refused(secure: BrokerProcess, topic_name: str) -> None:
+    """Before SASL authentication a frame may be at most sasl.server.max.receive.size (512 KiB):
+    the broker closes the connection at the length prefix, without buffering the body."""
+    with connect(secure.address("SASL_PLAINTEXT")) as sock:
+        sock.sendall((600_000).to_bytes(4, "big") + b"\0" * 1000)
+        assert closed_by_peer(sock)
+    with connect(secure.address("SASL_PLAINTEXT")) as sock:
+        sock.sendall(b"\xff\x00garbage" * 100)
+        assert closed_by_peer(sock)
+    config = {"security.protocol": "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret")}
+    assert roundtrip(secure.address("SASL_PLAINTEXT"), topic_name, config) == [b"v1", b"v2"]
+    # once authenticated, the usual socket.request.max.bytes applies: a 700 KB record goes through
+    big = ConfluentClient(secure.address("SASL_PLAINTEXT"))
+    big.produce(topic_name, [Rec(b"big", b"x" * 700_000)], extra={**config, "message.max.bytes": 2_000_000})
+
+
+def test_advertised_listeners_per_listener(pki: Pki, tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    from tests.integration.util import free_port
+
+    port = free_port()
+    settings = {"listeners": f"PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:{port}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:0,EXTERNAL://localhost:{port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTERNAL:SSL",
+                "listener.name.external.ssl.keystore.location": str(pki.broker.keystore),
+                "offsets.topic.num.partitions": "1"}
+    broker = BrokerProcess(tmp_path / "data", settings=settings).start()
+    try:
+        external = AdminClient({"bootstrap.servers": f"localhost:{port}", "security.protocol": "SSL", **tls(pki),
+                                **QUIET}).list_topics(timeout=15)
+        assert [(b.host, b.port) for b in external.brokers.values()] == [("localhost", port)]
+        internal = AdminClient({"bootstrap.servers": broker.address("PLAINTEXT"), **QUIET}).list_topics(timeout=15)
+        assert [(b.host, b.port) for b in internal.brokers.values()] == [("127.0.0.1", broker.port)]
+    finally:
+        _finish(broker)

@@ -31,6 +31,7 @@ ACTED_ON = frozenset({
     "ssl.key.password", "ssl.keystore.password", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",
     "sasl.enabled.mechanisms", "sasl.jaas.config", "connection.failed.authentication.delay.ms",
+    "sasl.server.max.receive.size",
 })
 _PER_LISTENER = re.compile(r"^listener\.name\.([A-Za-z0-9_-]+)\.(.+)$")
 _PER_MECHANISM = re.compile(r"^([A-Za-z0-9-]+)\.sasl\.jaas\.config$")
@@ -54,6 +55,8 @@ class ListenerSecurity:
     mechanisms: tuple[str, ...] = ()
     jaas: Mapping[str, JaasEntry] = field(default_factory=dict)  # mechanism -> its JAAS entry
     failed_authentication_delay_ms: int = 100
+    # The largest request accepted before authentication (Kafka's sasl.server.max.receive.size).
+    max_receive_size: int = 524288
 
     @property
     def tls(self) -> bool:
@@ -87,12 +90,8 @@ def listener_security(name: str, protocol: str, settings: Mapping[str, str]) -> 
     prefix = f"listener.name.{name.lower()}."
     ssl = {k: v for k, v in eff.items() if k.startswith("ssl.")}
     out = ListenerSecurity(name, protocol, ssl)
-    delay = eff.get("connection.failed.authentication.delay.ms", "100")
-    try:
-        delay_ms = int(delay)
-    except ValueError:
-        raise ConfigError(f"invalid value {delay!r} for connection.failed.authentication.delay.ms: "
-                          "expected int") from None
+    delay_ms = _int(eff, "connection.failed.authentication.delay.ms", 100)
+    max_receive = _int(eff, "sasl.server.max.receive.size", 524288)
     if out.tls:
         _check_tls(name, ssl)
     if not out.sasl:
@@ -118,7 +117,18 @@ def listener_security(name: str, protocol: str, settings: Mapping[str, str]) -> 
             raise ConfigError(f"{prefix}{key}: {mechanism} needs {_LOGIN_MODULES[mechanism]}, "
                               f"not {entry.login_module}")
         jaas[mechanism] = entry
-    return ListenerSecurity(name, protocol, ssl, mechanisms, jaas, delay_ms)
+    return ListenerSecurity(name, protocol, ssl, mechanisms, jaas, delay_ms, max_receive)
+
+
+def _int(settings: Mapping[str, str], name: str, default: int) -> int:
+    raw = settings.get(name, str(default))
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"invalid value {raw!r} for {name}: expected int") from None
+    if value < 0:
+        raise ConfigError(f"invalid value {raw!r} for {name}: must be at least 0")
+    return value
 
 
 def _check_tls(name: str, ssl: Mapping[str, str]) -> None:
