@@ -65,7 +65,10 @@ def test_a_renamed_listener_mapped_to_plaintext_is_accepted() -> None:
     ({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT"},
      "listener INTERNAL (SASL_PLAINTEXT) needs sasl.enabled.mechanisms"),
     ({"listeners": "S://:9093", "listener.security.protocol.map": "S:SASL_PLAINTEXT",
-      "sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI is not supported (supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+      "sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI is not supported (supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"),
+    ({"listeners": "S://:9093", "listener.security.protocol.map": "S:SASL_PLAINTEXT",
+      "sasl.enabled.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.jwks.endpoint.url": "https://idp/jwks"},
+     "listener S: sasl.oauthbearer.jwks.endpoint.url is not supported yet"),
     ({"listeners": "S://:9093", "listener.security.protocol.map": "S:SASL_PLAINTEXT",
       "sasl.enabled.mechanisms": "PLAIN"}, "listener S enables PLAIN but has no listener.name.s.plain.sasl.jaas.config"),
     ({"listeners": "S://:9093", "listener.security.protocol.map": "S:SASL_PLAINTEXT",
@@ -267,7 +270,7 @@ def test_every_kafka_broker_setting_is_accepted() -> None:
         config = BrokerConfig.from_kafka({name: "x"})
         assert config.no_effect == ((name, "x"),), name
     # the listener security settings are kept for the listeners (read per listener)
-    for name in sorted(SECURITY_ACTED_ON - {"connection.failed.authentication.delay.ms"}):
+    for name in sorted(SECURITY_ACTED_ON - {"connection.failed.authentication.delay.ms", "sasl.server.max.receive.size"}):
         config = BrokerConfig.from_kafka({name: "x"})
         assert (config.no_effect, config.security_settings) == ((), ((name, "x"),)), name
     for name in sorted(acted & set(KAFKA_BROKER_CONFIGS)):

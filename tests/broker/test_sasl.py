@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from streamkit.broker.errors import ErrorCode
 from streamkit.broker.security.credentials import ScramCredentials
 from streamkit.broker.security.jaas import parse_jaas
+from streamkit.broker.security.oauthbearer import OAuthBearerServer
 from streamkit.broker.security.sasl import SaslSession
 from streamkit.broker.security.scram import (
     AuthenticationFailed,
@@ -117,3 +119,40 @@ def test_random_tokens_only_fail_authentication(tmp_path_factory: pytest.TempPat
         except AuthenticationFailed:
             return
     assert not session.authenticated or mechanism == "PLAIN"
+
+
+def _token(header: dict[str, object], claims: dict[str, object], signature: str = "") -> bytes:
+    def part(obj: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"n,,\x01auth=Bearer {part(header)}.{part(claims)}.{signature}\x01\x01".encode()
+
+
+NOW_MS = 1_800_000_000_000
+
+
+@pytest.mark.parametrize(("header", "claims", "signature", "detail"), [
+    ({"alg": "none"}, {"sub": "alice", "exp": NOW_MS / 1000 - 1}, "", "the token has expired"),
+    ({"alg": "HS256"}, {"sub": "alice", "exp": NOW_MS / 1000 + 60}, "c2ln", "only unsecured tokens"),
+    ({"alg": "none"}, {"exp": NOW_MS / 1000 + 60}, "", "the token has no 'sub' claim"),
+    ({"alg": "none"}, {"sub": "alice"}, "", "no numeric 'exp' claim"),
+    ({"alg": "none"}, {"sub": "alice", "exp": NOW_MS / 1000 + 60, "iat": NOW_MS / 1000 + 30}, "",
+     "issued in the future"),
+])
+def test_oauthbearer_refuses_bad_tokens_with_kafkas_challenge(header: dict[str, object], claims: dict[str, object],
+                                                              signature: str, detail: str) -> None:
+    server = OAuthBearerServer({}, lambda: NOW_MS)
+    challenge = json.loads(server.step(_token(header, claims, signature)))
+    assert challenge["status"] == "invalid_token" and detail in challenge["detail"]
+    with pytest.raises(AuthenticationFailed, match="invalid_token"):
+        server.step(b"\x01")
+    assert not server.complete
+
+
+def test_oauthbearer_accepts_an_unsecured_token() -> None:
+    server = OAuthBearerServer({"unsecuredValidatorPrincipalClaimName": "upn",
+                                "unsecuredValidatorAllowableClockSkewMs": "5000"}, lambda: NOW_MS)
+    assert server.step(_token({"alg": "none"}, {"upn": "bob", "exp": NOW_MS / 1000 - 2})) == b""
+    assert server.complete and server.user == "bob"
+    with pytest.raises(AuthenticationFailed, match="RFC 7628"):
+        OAuthBearerServer({}).step(b"n,,auth=Bearer x")

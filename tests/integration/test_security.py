@@ -41,6 +41,8 @@ KCAT = shutil.which("kcat")
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
               'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+OAUTH_JAAS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+              'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="kafka";')
 LISTENERS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
              "SASL_SSL": "SASL_SSL", "RELOAD": "SSL"}
 
@@ -69,7 +71,8 @@ def broker_settings(pki: Pki) -> dict[str, str]:
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca.cert_path),
         "listener.name.mtls.ssl.client.auth": "required",
         "listener.name.reload.ssl.keystore.location": str(pki.reload),
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
         "listener.name.sasl_ssl.plain.sasl.jaas.config": PLAIN_JAAS,
         "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
@@ -271,7 +274,7 @@ def test_a_request_before_authentication_closes_the_connection(secure: BrokerPro
         assert closed_by_peer(sock)
     with connect(secure.address("SASL_PLAINTEXT")) as sock:
         response = call(sock, SaslHandshakeRequest(mechanism="GSSAPI"))
-        assert (response.error_code, response.mechanisms) == (33, ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"))
+        assert (response.error_code, response.mechanisms) == (33, ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"))
         assert closed_by_peer(sock)
     config = {"security.protocol": "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret")}
     assert roundtrip(secure.address("SASL_PLAINTEXT"), topic_name, config) == [b"v1", b"v2"]
@@ -425,3 +428,16 @@ def test_advertised_listeners_per_listener(pki: Pki, tmp_path: Path) -> None:
         assert [(b.host, b.port) for b in internal.brokers.values()] == [("127.0.0.1", broker.port)]
     finally:
         _finish(broker)
+
+
+def test_oauthbearer_with_unsecured_tokens(secure: BrokerProcess, topic_name: str) -> None:
+    from confluent_kafka import KafkaError
+
+    config = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+              "enable.sasl.oauthbearer.unsecure.jwt": True,
+              "sasl.oauthbearer.config": "principal=alice scope=kafka,other"}
+    assert roundtrip(secure.address("SASL_PLAINTEXT"), topic_name, config) == [b"v1", b"v2"]
+    # the listener requires the scope "kafka" (unsecuredValidatorRequiredScope)
+    error = first_error(secure.address("SASL_PLAINTEXT"), {**config, "sasl.oauthbearer.config": "principal=alice"})
+    assert error is not None and error.code() == KafkaError._AUTHENTICATION, error
+    assert "the token lacks the required scope kafka" in error.str()

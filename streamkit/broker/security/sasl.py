@@ -13,6 +13,7 @@ from typing import Protocol
 
 from streamkit.broker.errors import ErrorCode
 from streamkit.broker.security.credentials import ScramCredentials
+from streamkit.broker.security.oauthbearer import OAuthBearerServer
 from streamkit.broker.security.plain import PlainServer
 from streamkit.broker.security.scram import HASHES, AuthenticationFailed, ScramServer
 from streamkit.broker.security.settings import ListenerSecurity
@@ -60,6 +61,9 @@ class SaslSession:
         if mechanism == "PLAIN":
             entry = self.sec.jaas["PLAIN"]
             return PlainServer(entry.users())
+        if mechanism == "OAUTHBEARER":
+            oauth = self.sec.jaas.get("OAUTHBEARER")
+            return OAuthBearerServer(oauth.options if oauth is not None else {})
         assert mechanism in HASHES
         credentials = self._credentials
         return ScramServer(mechanism, lambda user: credentials.get(user, mechanism) if credentials else None)
