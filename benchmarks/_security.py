@@ -35,8 +35,11 @@ _USER, _PASSWORD = "bench", "bench-secret"
 
 @dataclass
 class SecurityResult:
-    produce: dict[str, list[float]] = field(default_factory=lambda: {"PLAINTEXT": [], "SASL_SSL": []})
-    consume: dict[str, list[float]] = field(default_factory=lambda: {"PLAINTEXT": [], "SASL_SSL": []})
+    """Per kind (produce, consume) and listener: each round's (records/s, broker CPU-s per
+    million records)."""
+
+    produce: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: {"PLAINTEXT": [], "SASL_SSL": []})
+    consume: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: {"PLAINTEXT": [], "SASL_SSL": []})
 
 
 def _broker(base: Path) -> tuple[BrokerProcess, dict[str, Any]]:
@@ -79,8 +82,8 @@ def run_security(records: int, trials: int, produce: Callable[..., Any], consume
                 create_topic(targets["PLAINTEXT"], topic)
                 p = produce(targets[name], topic, records, extra=extras[name])
                 c = consume(targets[name], topic, records, extra=extras[name])
-                result.produce[name].append(p.rate)
-                result.consume[name].append(c.rate)
+                result.produce[name].append((p.rate, p.broker_cpu_per_m))
+                result.consume[name].append((c.rate, c.broker_cpu_per_m))
                 line.append(f"{name} produce {p.rate:>9,.0f} consume {c.rate:>9,.0f} rec/s")
             print(f"  round {trial + 1}/{trials}: " + "  ".join(line), flush=True)
     finally:
@@ -92,10 +95,12 @@ def report_security(records: int, result: SecurityResult) -> None:
     print(f"\nsecurity: SASL_SSL (TLS + SCRAM-SHA-512) vs PLAINTEXT, one broker, {records:,} x 100-byte "
           "records per round")
     for kind, runs in (("produce", result.produce), ("consume", result.consume)):
-        ratios = [a / b for a, b in zip(runs["SASL_SSL"], runs["PLAINTEXT"], strict=False) if b]
+        rates = {name: [rate for rate, _ in r] for name, r in runs.items()}
+        cpu = {name: statistics.median(c for _, c in r) for name, r in runs.items()}
+        ratios = [a / b for a, b in zip(rates["SASL_SSL"], rates["PLAINTEXT"], strict=False) if b]
         mid = statistics.median(ratios) if ratios else float("nan")
         ok = "ok" if mid >= RATIO_TARGET else "MISS"
-        print(f"  {kind}: PLAINTEXT {max(runs['PLAINTEXT']):,.0f} best ({statistics.median(runs['PLAINTEXT']):,.0f} "
-              f"median), SASL_SSL {max(runs['SASL_SSL']):,.0f} best ({statistics.median(runs['SASL_SSL']):,.0f} "
-              f"median) records/s; ratio {mid:.2f}x ({min(ratios):.2f}-{max(ratios):.2f}), "
+        shown = ", ".join(f"{name} {max(r):,.0f} best ({statistics.median(r):,.0f} median, broker "
+                          f"{cpu[name]:.2f} CPU-s/M)" for name, r in rates.items())
+        print(f"  {kind}: {shown} records/s; ratio {mid:.2f}x ({min(ratios):.2f}-{max(ratios):.2f}), "
               f"target >= {RATIO_TARGET}x {ok}")
