@@ -559,8 +559,10 @@ class Broker:
         if request.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             return await self._sasl(conn, request, writer, peer)
         if peer.session is not None and not peer.session.allows(request.api_key):
-            log.warning("closing connection from %s: api %d before SASL authentication on listener %s", host,
-                        request.api_key, peer.listener.name)
+            reason = ("its SASL session expired (connections.max.reauth.ms)" if peer.session.authenticated
+                      else "before SASL authentication")
+            log.warning("closing connection from %s: api %d %s on listener %s", host, request.api_key, reason,
+                        peer.listener.name)
             return False
         handler = HANDLERS.get(request.api_key)
         assert self.state is not None
@@ -610,7 +612,9 @@ class Broker:
                 "error_code": ErrorCode.sasl_authentication_failed, "error_message": str(exc), "auth_bytes": b""})))
             return False
         writer.write(conn.encode_response(request, build(kind, {
-            "error_code": ErrorCode.none, "error_message": None, "auth_bytes": answer, "session_lifetime": 0})))
+            "error_code": ErrorCode.none, "error_message": None, "auth_bytes": answer,
+            "session_lifetime": session.lifetime_ms if session.authenticated and not session.reauthenticating
+            else 0})))
         if session.authenticated:
             conn.max_request_size = self.config.socket_request_max_bytes
         return True

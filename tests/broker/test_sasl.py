@@ -156,3 +156,32 @@ def test_oauthbearer_accepts_an_unsecured_token() -> None:
     assert server.complete and server.user == "bob"
     with pytest.raises(AuthenticationFailed, match="RFC 7628"):
         OAuthBearerServer({}).step(b"n,,auth=Bearer x")
+
+
+def test_reauthentication_kip_368(tmp_path: Path) -> None:
+    now = [1000]
+    sec = listener_security("S", "SASL_PLAINTEXT", {
+        "sasl.enabled.mechanisms": "PLAIN", "listener.name.s.plain.sasl.jaas.config": JAAS,
+        "connections.max.reauth.ms": "500"})
+    session = SaslSession(sec, ScramCredentials(tmp_path), lambda: now[0])
+    assert session.handshake("PLAIN", 1) is ErrorCode.none
+    session.authenticate(b"\0admin\0admin-secret")
+    assert session.lifetime_ms == 500 and session.allows(3)
+    now[0] += 500
+    assert not session.allows(3)  # expired: only a re-authentication is accepted
+    assert session.handshake("SCRAM-SHA-512", 1) is ErrorCode.illegal_sasl_state  # same mechanism only
+    assert session.handshake("PLAIN", 1) is ErrorCode.none
+    assert not session.allows(3)
+    session.authenticate(b"\0admin\0admin-secret")
+    assert session.allows(3) and session.expires_at_ms == 2000
+    assert session.handshake("PLAIN", 1) is ErrorCode.none
+    with pytest.raises(AuthenticationFailed, match="the principal may not change"):
+        session.authenticate(b"\0alice\0a;b \"c\"")
+
+
+def test_no_reauthentication_without_a_session_lifetime(tmp_path: Path) -> None:
+    session = _session(tmp_path)
+    assert session.handshake("PLAIN", 1) is ErrorCode.none
+    session.authenticate(b"\0admin\0admin-secret")
+    assert session.handshake("PLAIN", 1) is ErrorCode.illegal_sasl_state
+    assert session.allows(3) and session.expires_at_ms is None

@@ -441,3 +441,61 @@ def test_oauthbearer_with_unsecured_tokens(secure: BrokerProcess, topic_name: st
     error = first_error(secure.address("SASL_PLAINTEXT"), {**config, "sasl.oauthbearer.config": "principal=alice"})
     assert error is not None and error.code() == KafkaError._AUTHENTICATION, error
     assert "the token lacks the required scope kafka" in error.str()
+
+
+def test_reauthentication_kip_368(tmp_path: Path) -> None:
+    """connections.max.reauth.ms: librdkafka re-authenticates on its connection and goes on;
+    a client that does not is cut off at its first request after the session's end."""
+    from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
+
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+                "listener.name.sasl_plaintext.connections.max.reauth.ms": "1500",
+                "offsets.topic.num.partitions": "1"}
+    broker = BrokerProcess(tmp_path / "data", settings=settings).start()
+    try:
+        from confluent_kafka import Producer
+
+        address = broker.address("SASL_PLAINTEXT")
+        config = {"security.protocol": "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret")}
+        producer = Producer({"bootstrap.servers": address, **QUIET, **config})
+        delivered: list[Any] = []
+        for i in range(3):
+            producer.produce("reauth", f"r{i}".encode(), on_delivery=lambda err, msg: delivered.append(err))
+            assert producer.flush(15) == 0
+            time.sleep(2)  # past the session's 1.5 s: librdkafka re-authenticates meanwhile
+        assert delivered == [None, None, None]
+        wait_until(lambda: "closing connection" not in broker.log_tail(500), 1, "no connection closed")
+
+        with connect(address) as sock:
+            assert call(sock, SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+            answer = call(sock, SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), correlation_id=2)
+            assert (answer.error_code, answer.session_lifetime.total_seconds()) == (0, 1.5)
+            metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                       include_topic_authorized_operations=False)
+            assert call(sock, metadata, correlation_id=3).brokers  # within the session
+            time.sleep(1.6)
+            sock.sendall(request_frame(metadata, 4))
+            assert closed_by_peer(sock)
+        wait_until(lambda: "its SASL session expired (connections.max.reauth.ms)" in broker.log_tail(500), 10,
+                   "the broker's reason")
+    finally:
+        _finish(broker)
+
+
+def test_many_wrong_passwords_hurt_no_one(secure: BrokerProcess, topic_name: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
+
+    def guess(i: int) -> tuple[int, str | None, bool]:
+        with connect(secure.address("SASL_PLAINTEXT")) as sock:
+            assert call(sock, SaslHandshakeRequest(mechanism="PLAIN")).error_code == 0
+            answer = call(sock, SaslAuthenticateRequest(auth_bytes=f"\0alice\0guess-{i}".encode()), correlation_id=2)
+            return int(answer.error_code), answer.error_message, closed_by_peer(sock)
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(guess, range(40)))
+    assert answers == [(58, "Authentication failed: Invalid username or password", True)] * 40
+    config = {"security.protocol": "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret")}
+    assert roundtrip(secure.address("SASL_PLAINTEXT"), topic_name, config) == [b"v1", b"v2"]

@@ -3,12 +3,16 @@ SaslServerAuthenticator): SaslHandshake picks a mechanism, then its tokens arriv
 SaslAuthenticate requests (handshake v1) or bare, size-prefixed (handshake v0).
 
 Before authentication completes only ApiVersions, SaslHandshake and SaslAuthenticate are
-accepted; anything else closes the connection, as in Kafka. A failed exchange is answered
+accepted; anything else closes the connection, as in Kafka. With ``connections.max.reauth.ms``
+(KIP-368) a session lasts that long: the client re-authenticates on the same connection
+(same mechanism, same principal) before it ends, or its next request closes the connection. A failed exchange is answered
 with SASL_AUTHENTICATION_FAILED and its message, then the connection is closed.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Protocol
 
 from streamkit.broker.errors import ErrorCode
@@ -25,6 +29,10 @@ API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 _BEFORE_AUTH = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 class _Mechanism(Protocol):
     user: str
     complete: bool
@@ -33,22 +41,46 @@ class _Mechanism(Protocol):
 
 
 class SaslSession:
-    def __init__(self, sec: ListenerSecurity, credentials: ScramCredentials | None) -> None:
+    """``clock_ms`` is monotonic milliseconds, for the session's expiry (KIP-368)."""
+
+    def __init__(self, sec: ListenerSecurity, credentials: ScramCredentials | None,
+                 clock_ms: Callable[[], int] = _monotonic_ms) -> None:
         self.sec = sec
         self._credentials = credentials
+        self._clock_ms = clock_ms
         self.mechanism = ""
         self.raw_tokens = False  # SaslHandshake v0: the tokens follow bare
         self.principal = ANONYMOUS
         self.authenticated = False
+        self.reauthenticating = False
+        self.expires_at_ms: int | None = None  # connections.max.reauth.ms after each login
         self._server: _Mechanism | None = None
 
+    @property
+    def lifetime_ms(self) -> int:
+        """The session lifetime given in SaslAuthenticate (0: no re-authentication)."""
+        return self.sec.max_reauth_ms
+
+    def expired(self) -> bool:
+        return self.expires_at_ms is not None and self._clock_ms() >= self.expires_at_ms
+
     def allows(self, api_key: int) -> bool:
-        """Whether a request of ``api_key`` may be handled now."""
-        return self.authenticated or api_key in _BEFORE_AUTH
+        """Whether a request of ``api_key`` may be handled now: before authentication only
+        the SASL exchange; after its session expired, only a re-authentication."""
+        if api_key in _BEFORE_AUTH:
+            return True
+        return self.authenticated and not self.reauthenticating and not self.expired()
 
     def handshake(self, mechanism: str, version: int) -> ErrorCode:
-        """SaslHandshake: choose the mechanism (once per connection)."""
-        if self._server is not None or self.authenticated:
+        """SaslHandshake: choose the mechanism; once authenticated, again only to
+        re-authenticate (KIP-368, SaslHandshake v1+) with the same mechanism."""
+        if self.authenticated:
+            if not self.lifetime_ms or version < 1 or mechanism != self.mechanism or self.reauthenticating:
+                return ErrorCode.illegal_sasl_state
+            self.reauthenticating = True
+            self._server = self._new_server(mechanism)
+            return ErrorCode.none
+        if self._server is not None:
             return ErrorCode.illegal_sasl_state
         if mechanism not in self.sec.mechanisms:
             return ErrorCode.unsupported_sasl_mechanism
@@ -73,11 +105,18 @@ class SaslSession:
         AuthenticationFailed (the message is the client's) when the exchange fails."""
         if self._server is None:
             raise AuthenticationFailed("SaslAuthenticate before a successful SaslHandshake")
-        if self.authenticated:
+        if self.authenticated and not self.reauthenticating:
             raise AuthenticationFailed("already authenticated")
         answer = self._server.step(token)
         if self._server.complete:
+            principal = f"User:{self._server.user}"
+            if self.reauthenticating and principal != self.principal:
+                raise AuthenticationFailed(f"re-authentication as {principal} on a connection of {self.principal}: "
+                                           "the principal may not change")
             self.authenticated = True
-            self.principal = f"User:{self._server.user}"
+            self.reauthenticating = False
+            self.principal = principal
             self.raw_tokens = False
+            if self.lifetime_ms:
+                self.expires_at_ms = self._clock_ms() + self.lifetime_ms
         return answer

@@ -32,7 +32,7 @@ ACTED_ON = frozenset({
     "ssl.key.password", "ssl.keystore.password", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",
     "sasl.enabled.mechanisms", "sasl.jaas.config", "connection.failed.authentication.delay.ms",
-    "sasl.server.max.receive.size", "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.server.max.receive.size", "sasl.oauthbearer.jwks.endpoint.url", "connections.max.reauth.ms",
 })
 _PER_LISTENER = re.compile(r"^listener\.name\.([A-Za-z0-9_-]+)\.(.+)$")
 _PER_MECHANISM = re.compile(r"^([A-Za-z0-9-]+)\.sasl\.jaas\.config$")
@@ -58,6 +58,8 @@ class ListenerSecurity:
     failed_authentication_delay_ms: int = 100
     # The largest request accepted before authentication (Kafka's sasl.server.max.receive.size).
     max_receive_size: int = 524288
+    # connections.max.reauth.ms (KIP-368): a SASL session's lifetime; 0: unlimited.
+    max_reauth_ms: int = 0
 
     @property
     def tls(self) -> bool:
@@ -93,6 +95,7 @@ def listener_security(name: str, protocol: str, settings: Mapping[str, str]) -> 
     out = ListenerSecurity(name, protocol, ssl)
     delay_ms = _int(eff, "connection.failed.authentication.delay.ms", 100)
     max_receive = _int(eff, "sasl.server.max.receive.size", 524288)
+    reauth_ms = _int(eff, "connections.max.reauth.ms", 0)
     if out.tls:
         _check_tls(name, ssl)
     if not out.sasl:
@@ -123,7 +126,7 @@ def listener_security(name: str, protocol: str, settings: Mapping[str, str]) -> 
         # accept unsigned tokens where the admin asked for signed ones.
         raise ConfigError(f"listener {name}: sasl.oauthbearer.jwks.endpoint.url is not supported yet; "
                           "OAUTHBEARER validates Kafka's unsecured development tokens only")
-    return ListenerSecurity(name, protocol, ssl, mechanisms, jaas, delay_ms, max_receive)
+    return ListenerSecurity(name, protocol, ssl, mechanisms, jaas, delay_ms, max_receive, reauth_ms)
 
 
 def _int(settings: Mapping[str, str], name: str, default: int) -> int:
