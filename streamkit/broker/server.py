@@ -27,6 +27,7 @@ from streamkit.broker.build import build
 from streamkit.broker.cluster.markers import MarkerSender
 from streamkit.broker.cluster.node import ClusterNode
 from streamkit.broker.cluster.producer_ids import ZkProducerIds
+from streamkit.broker.cluster.scram_sync import ScramSync
 from streamkit.broker.cluster.settings import ClusterSettings
 from streamkit.broker.codec import (
     MIN_REQUEST_SIZE,
@@ -154,6 +155,7 @@ class Broker:
         self._dir_lock = DirectoryLock(self.data_dir)
         self._metrics_http: HttpServer | None = None
         self._marker_sender: MarkerSender | None = None
+        self._scram_sync: ScramSync | None = None
 
     @property
     def port(self) -> int:
@@ -359,6 +361,9 @@ class Broker:
             await node.start()
             if isinstance(state.producer_ids, ZkProducerIds):
                 await state.producer_ids.start(node.zk)
+            if state.scram is not None:
+                self._scram_sync = ScramSync(node.zk, state.scram)
+                await self._scram_sync.start()
         except BaseException:
             await node.stop()
             raise
@@ -403,6 +408,8 @@ class Broker:
         """Stop serving, then close every log cleanly (flush, checkpoint, clean marker). A
         cluster member first hands its leaderships over (controlled shutdown) while it still
         serves, then leaves the cluster."""
+        if self._scram_sync is not None:
+            await self._scram_sync.stop()
         if self.state is not None and self.state.cluster is not None:
             await self.state.cluster.stop()
             if self._marker_sender is not None:

@@ -102,6 +102,8 @@ async def alter_user_scram_credentials(state: BrokerState, req: Request, client:
                                                                iterations)))
     if upserts or deletes:
         store.apply(upserts, deletes)
+        if store.publisher is not None:  # a cluster: every broker learns them from ZooKeeper
+            await store.publisher(list(dict.fromkeys([u for u, _, _ in upserts] + [u for u, _ in deletes])))
     results = []
     for user in dict.fromkeys(user for user, _, _, _ in changes):
         code, message = errors.get(user, (ErrorCode.none, None))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from streamkit.broker.security.scram import ScramCredential
@@ -24,6 +25,8 @@ class ScramCredentials:
     def __init__(self, meta_dir: Path) -> None:
         self.path = meta_dir / _FILE
         self._users: dict[str, dict[str, ScramCredential]] = {}
+        # In a cluster: writes changed users to ZooKeeper (streamkit.broker.cluster.scram_sync).
+        self.publisher: Callable[[list[str]], Awaitable[None]] | None = None
 
     def load(self) -> None:
         try:
@@ -50,6 +53,16 @@ class ScramCredentials:
     def mechanisms(self, user: str) -> dict[str, int]:
         """The user's mechanisms and their iterations (empty for an unknown user)."""
         return {m: c.iterations for m, c in sorted(self._users.get(user, {}).items())}
+
+    def credentials(self, user: str) -> dict[str, ScramCredential]:
+        return dict(self._users.get(user, {}))
+
+    def replace_user(self, user: str, credentials: dict[str, ScramCredential]) -> None:
+        """Set all of ``user``'s credentials (as ZooKeeper has them), then write the file."""
+        if self._users.get(user, {}) == credentials:
+            return
+        self._users[user] = dict(credentials)
+        self._save()
 
     def users(self) -> list[str]:
         return sorted(u for u, m in self._users.items() if m)
