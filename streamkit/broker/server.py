@@ -54,6 +54,7 @@ from streamkit.broker.memory import RequestMemory
 from streamkit.broker.metrics import BrokerMetrics
 from streamkit.broker.producers import ProducerIds
 from streamkit.broker.security.credentials import ScramCredentials
+from streamkit.broker.security.jwks import JwksValidator
 from streamkit.broker.security.sasl import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
@@ -88,6 +89,7 @@ _PARTITION_DIR = re.compile(r"^.+-\d+$")
 _YIELD_EVERY = 32
 _SHARE_TICK_MS = 200
 _TLS_HANDSHAKE_TIMEOUT_S = 10.0
+_JWKS_CHECK_S = 1.0
 
 
 class _Peer:
@@ -149,6 +151,7 @@ class Broker:
         self._server: asyncio.Server | None = None  # the first listener's
         self._servers: dict[str, asyncio.Server] = {}
         self._tls: dict[str, TlsContext] = {}
+        self._jwks: dict[str, JwksValidator] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
         self.memory = RequestMemory(self.config.queued_max_request_bytes, _READ_SIZE)
@@ -179,6 +182,9 @@ class Broker:
         # internal topics are. Serving starts only once the state below exists.
         try:
             self._tls = {sec.name: TlsContext(sec) for sec in self.config.listener_securities if sec.tls}
+            self._jwks = {sec.name: JwksValidator(sec) for sec in self.config.listener_securities if sec.jwks}
+            for validator in self._jwks.values():
+                await asyncio.to_thread(validator.fetch)
             await self._bind()
         except BaseException:
             await self._close_servers()
@@ -331,6 +337,8 @@ class Broker:
             asyncio.create_task(self._every_on_loop(_SHARE_TICK_MS, self._share_tick),
                                 name="streamkit-share-expiry"),
         ]
+        if self._jwks:
+            self._tasks.append(asyncio.create_task(self._refresh_jwks(), name="streamkit-jwks"))
 
     async def _serve_metrics(self, listener: str) -> None:
         state = self.state
@@ -435,6 +443,15 @@ class Broker:
     async def serve_forever(self) -> None:
         assert self._server is not None
         await self._server.serve_forever()
+
+    async def _refresh_jwks(self) -> None:
+        """Fetch each JWKS when due: every sasl.oauthbearer.jwks.endpoint.refresh.ms, and soon
+        after a token named a key it does not have."""
+        while True:
+            await asyncio.sleep(_JWKS_CHECK_S)
+            for validator in self._jwks.values():
+                if validator.due_ms <= wall_clock_ms():
+                    await asyncio.to_thread(validator.fetch)
 
     def _share_tick(self) -> None:
         assert self.state is not None
@@ -546,7 +563,7 @@ class Broker:
         session = None
         if listener.sasl:
             assert self.state is not None
-            session = SaslSession(listener, self.state.scram)
+            session = SaslSession(listener, self.state.scram, jwks=self._jwks.get(listener.name))
         return _Peer(listener, host, principal, session)
 
     async def _answer(self, conn: Connection, request: Request, writer: asyncio.StreamWriter, peer: _Peer) -> bool:

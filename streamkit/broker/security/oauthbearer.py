@@ -1,4 +1,5 @@
-"""SASL/OAUTHBEARER (RFC 7628) with Kafka's default, unsecured token validation
+"""SASL/OAUTHBEARER (RFC 7628): signed JWTs checked against a JWKS endpoint when the listener
+has one (streamkit.broker.security.jwks), else Kafka's default, unsecured token validation
 (OAuthBearerUnsecuredValidatorCallbackHandler): for development, as Kafka ships it.
 
 The client's message is ``n,[a=authzid],<0x01>auth=Bearer <token><0x01>[key=value<0x01>]<0x01>``.
@@ -22,6 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streamkit.broker.security.jwks import InvalidToken, JwksValidator
 from streamkit.broker.security.scram import AuthenticationFailed
 
 __all__ = ["OAuthBearerServer"]
@@ -40,7 +42,9 @@ def _wall_ms() -> int:
 class OAuthBearerServer:
     mechanism = "OAUTHBEARER"
 
-    def __init__(self, options: Mapping[str, str], clock_ms: Callable[[], int] = _wall_ms) -> None:
+    def __init__(self, options: Mapping[str, str], clock_ms: Callable[[], int] = _wall_ms,
+                 validator: JwksValidator | None = None) -> None:
+        self._validator = validator
         self._principal_claim = options.get("unsecuredValidatorPrincipalClaimName", "sub")
         self._scope_claim = options.get("unsecuredValidatorScopeClaimName", "scope")
         self._required_scope = options.get("unsecuredValidatorRequiredScope", "").split()
@@ -86,6 +90,11 @@ class OAuthBearerServer:
         return value.strip()
 
     def _validate(self, token: str) -> str:
+        if self._validator is not None:
+            try:
+                return self._validator.validate(token)[0]
+            except InvalidToken as exc:
+                raise _Invalid(str(exc)) from None
         parts = token.split(".")
         if len(parts) != 3:
             raise _Invalid("the token is not a JWS (header.claims.signature)")

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from streamkit.broker.errors import ErrorCode
 from streamkit.broker.security.credentials import ScramCredentials
+from streamkit.broker.security.jwks import JwksValidator
 from streamkit.broker.security.oauthbearer import OAuthBearerServer
 from streamkit.broker.security.plain import PlainServer
 from streamkit.broker.security.scram import HASHES, AuthenticationFailed, ScramServer
@@ -44,8 +45,9 @@ class SaslSession:
     """``clock_ms`` is monotonic milliseconds, for the session's expiry (KIP-368)."""
 
     def __init__(self, sec: ListenerSecurity, credentials: ScramCredentials | None,
-                 clock_ms: Callable[[], int] = _monotonic_ms) -> None:
+                 clock_ms: Callable[[], int] = _monotonic_ms, jwks: JwksValidator | None = None) -> None:
         self.sec = sec
+        self._jwks = jwks
         self._credentials = credentials
         self._clock_ms = clock_ms
         self.mechanism = ""
@@ -95,7 +97,7 @@ class SaslSession:
             return PlainServer(entry.users())
         if mechanism == "OAUTHBEARER":
             oauth = self.sec.jaas.get("OAUTHBEARER")
-            return OAuthBearerServer(oauth.options if oauth is not None else {})
+            return OAuthBearerServer(oauth.options if oauth is not None else {}, validator=self._jwks)
         assert mechanism in HASHES
         credentials = self._credentials
         return ScramServer(mechanism, lambda user: credentials.get(user, mechanism) if credentials else None)

@@ -25,6 +25,11 @@ _LOGIN_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginMod
                   "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
                   "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
                   "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"}
+# OAUTHBEARER with signed tokens (streamkit.broker.security.jwks).
+OAUTH_SETTINGS = ("sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+                  "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.expected.issuer",
+                  "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name",
+                  "sasl.oauthbearer.clock.skew.seconds")
 # The settings streamkit acts on (globally or per listener); Kafka's other ssl.* / sasl.*
 # names stay "no effect here".
 ACTED_ON = frozenset({
@@ -32,7 +37,8 @@ ACTED_ON = frozenset({
     "ssl.key.password", "ssl.keystore.password", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",
     "sasl.enabled.mechanisms", "sasl.jaas.config", "connection.failed.authentication.delay.ms",
-    "sasl.server.max.receive.size", "sasl.oauthbearer.jwks.endpoint.url", "connections.max.reauth.ms",
+    "sasl.server.max.receive.size", "connections.max.reauth.ms",
+    *OAUTH_SETTINGS,
 })
 _PER_LISTENER = re.compile(r"^listener\.name\.([A-Za-z0-9_-]+)\.(.+)$")
 _PER_MECHANISM = re.compile(r"^([A-Za-z0-9-]+)\.sasl\.jaas\.config$")
@@ -60,6 +66,12 @@ class ListenerSecurity:
     max_receive_size: int = 524288
     # connections.max.reauth.ms (KIP-368): a SASL session's lifetime; 0: unlimited.
     max_reauth_ms: int = 0
+    # The sasl.oauthbearer.* settings: with a JWKS endpoint, OAUTHBEARER takes signed tokens.
+    oauth: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def jwks(self) -> bool:
+        return "OAUTHBEARER" in self.mechanisms and bool(self.oauth.get("sasl.oauthbearer.jwks.endpoint.url"))
 
     @property
     def tls(self) -> bool:
@@ -121,12 +133,12 @@ def listener_security(name: str, protocol: str, settings: Mapping[str, str]) -> 
             raise ConfigError(f"{prefix}{key}: {mechanism} needs {_LOGIN_MODULES[mechanism]}, "
                               f"not {entry.login_module}")
         jaas[mechanism] = entry
-    if "OAUTHBEARER" in mechanisms and eff.get("sasl.oauthbearer.jwks.endpoint.url"):
-        # Validating signed tokens against a JWKS endpoint is not built: refuse rather than
-        # accept unsigned tokens where the admin asked for signed ones.
-        raise ConfigError(f"listener {name}: sasl.oauthbearer.jwks.endpoint.url is not supported yet; "
-                          "OAUTHBEARER validates Kafka's unsecured development tokens only")
-    return ListenerSecurity(name, protocol, ssl, mechanisms, jaas, delay_ms, max_receive, reauth_ms)
+    oauth = {k: v for k, v in eff.items() if k in OAUTH_SETTINGS}
+    url = oauth.get("sasl.oauthbearer.jwks.endpoint.url", "")
+    if url and not url.startswith(("http://", "https://")):
+        raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url of listener {name} must be an http(s) URL, "
+                          f"not {url!r}")
+    return ListenerSecurity(name, protocol, ssl, mechanisms, jaas, delay_ms, max_receive, reauth_ms, oauth)
 
 
 def _int(settings: Mapping[str, str], name: str, default: int) -> int:
