@@ -499,3 +499,25 @@ def test_many_wrong_passwords_hurt_no_one(secure: BrokerProcess, topic_name: str
     assert answers == [(58, "Authentication failed: Invalid username or password", True)] * 40
     config = {"security.protocol": "SASL_PLAINTEXT", **sasl("PLAIN", "alice", "alice-secret")}
     assert roundtrip(secure.address("SASL_PLAINTEXT"), topic_name, config) == [b"v1", b"v2"]
+
+
+def test_sasl_handshake_v0_takes_bare_tokens(secure: BrokerProcess) -> None:
+    """SaslHandshake v0 (the oldest clients): the SASL tokens follow as bare size-prefixed
+    frames, without SaslAuthenticate, then requests go on as usual."""
+    from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
+
+    from tests.integration.util import recv_frame
+
+    with connect(secure.address("SASL_PLAINTEXT")) as sock:
+        assert call(sock, SaslHandshakeRequestV0(mechanism="PLAIN")).error_code == 0
+        token = b"\0alice\0alice-secret"
+        sock.sendall(len(token).to_bytes(4, "big") + token)
+        assert recv_frame(sock) == b""
+        metadata = MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                   include_topic_authorized_operations=False)
+        assert call(sock, metadata, correlation_id=2).brokers
+    with connect(secure.address("SASL_PLAINTEXT")) as sock:
+        assert call(sock, SaslHandshakeRequestV0(mechanism="PLAIN")).error_code == 0
+        token = b"\0alice\0wrong"
+        sock.sendall(len(token).to_bytes(4, "big") + token)
+        assert closed_by_peer(sock)  # v0 cannot carry the error: the connection is closed
