@@ -22,8 +22,7 @@ from typing import Any
 import httpx
 import jwt
 
-from streamkit.broker.security.settings import ListenerSecurity
-from streamkit.log.errors import ConfigError
+from streamkit.broker.security.settings import ListenerSecurity, int_setting
 
 __all__ = ["InvalidToken", "JwksValidator"]
 
@@ -38,24 +37,16 @@ class InvalidToken(Exception):
     """A token refused; the message says why (it goes back to the client)."""
 
 
-def _setting_int(sec: ListenerSecurity, name: str, default: int) -> int:
-    raw = sec.oauth.get(name, str(default))
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"invalid value {raw!r} for {name}: expected int") from None
-
-
 class JwksValidator:
     def __init__(self, sec: ListenerSecurity, clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000
                  ) -> None:
         self.url = sec.oauth["sasl.oauthbearer.jwks.endpoint.url"]
-        self.refresh_ms = _setting_int(sec, "sasl.oauthbearer.jwks.endpoint.refresh.ms", 3_600_000)
+        self.refresh_ms = int_setting(sec.oauth, "sasl.oauthbearer.jwks.endpoint.refresh.ms", 3_600_000)
         self.audience = [a.strip() for a in sec.oauth.get("sasl.oauthbearer.expected.audience", "").split(",")
                          if a.strip()]
         self.issuer = sec.oauth.get("sasl.oauthbearer.expected.issuer", "")
         self.sub_claim = sec.oauth.get("sasl.oauthbearer.sub.claim.name", "sub")
-        self.skew_s = _setting_int(sec, "sasl.oauthbearer.clock.skew.seconds", 30)
+        self.skew_s = int_setting(sec.oauth, "sasl.oauthbearer.clock.skew.seconds", 30)
         self._clock_ms = clock_ms
         self._keys: dict[str, jwt.PyJWK] = {}
         self._fetched_ms = -_MIN_REFETCH_MS

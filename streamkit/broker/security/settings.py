@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from streamkit.broker.security.jaas import JaasEntry, parse_jaas
 from streamkit.log.errors import ConfigError
 
-__all__ = ["CLIENT_AUTH", "MECHANISMS", "ListenerSecurity", "is_security_setting", "listener_security"]
+__all__ = ["CLIENT_AUTH", "MECHANISMS", "ListenerSecurity", "int_setting", "is_security_setting", "listener_security"]
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 CLIENT_AUTH = ("none", "requested", "required")
@@ -105,9 +105,9 @@ def listener_security(name: str, protocol: str, settings: Mapping[str, str]) -> 
     prefix = f"listener.name.{name.lower()}."
     ssl = {k: v for k, v in eff.items() if k.startswith("ssl.")}
     out = ListenerSecurity(name, protocol, ssl)
-    delay_ms = _int(eff, "connection.failed.authentication.delay.ms", 100)
-    max_receive = _int(eff, "sasl.server.max.receive.size", 524288)
-    reauth_ms = _int(eff, "connections.max.reauth.ms", 0)
+    delay_ms = int_setting(eff, "connection.failed.authentication.delay.ms", 100)
+    max_receive = int_setting(eff, "sasl.server.max.receive.size", 524288)
+    reauth_ms = int_setting(eff, "connections.max.reauth.ms", 0)
     if out.tls:
         _check_tls(name, ssl)
     if not out.sasl:
@@ -141,7 +141,8 @@ def listener_security(name: str, protocol: str, settings: Mapping[str, str]) -> 
     return ListenerSecurity(name, protocol, ssl, mechanisms, jaas, delay_ms, max_receive, reauth_ms, oauth)
 
 
-def _int(settings: Mapping[str, str], name: str, default: int) -> int:
+def int_setting(settings: Mapping[str, str], name: str, default: int) -> int:
+    """An integer setting (at least 0), ConfigError naming it otherwise."""
     raw = settings.get(name, str(default))
     try:
         value = int(raw)
