@@ -521,3 +521,15 @@ def test_sasl_handshake_v0_takes_bare_tokens(secure: BrokerProcess) -> None:
         token = b"\0alice\0wrong"
         sock.sendall(len(token).to_bytes(4, "big") + token)
         assert closed_by_peer(sock)  # v0 cannot carry the error: the connection is closed
+
+
+def test_a_half_done_tls_handshake_is_timed_out_and_hurts_no_one(secure: BrokerProcess, pki: Pki,
+                                                                  topic_name: str) -> None:
+    """A peer that starts a TLS handshake and stalls is dropped after the handshake timeout
+    (10 s); meanwhile the listener serves everyone else."""
+    with connect(secure.address("SSL"), timeout=20) as sock:
+        sock.sendall(b"\x16\x03\x01\x02\x00\x01")  # the start of a ClientHello, then nothing
+        started = time.monotonic()
+        assert roundtrip(secure.address("SSL"), topic_name, {"security.protocol": "SSL", **tls(pki)}) == [b"v1", b"v2"]
+        assert closed_by_peer(sock, timeout=15)
+        assert 9 <= time.monotonic() - started <= 15
