@@ -64,6 +64,8 @@ overrides). If Tansu cannot be had, the run says why and goes on with streamkit 
    group.consumer.heartbeat.interval.ms); the classic first-join delay
    (group.initial.rebalance.delay.ms) is excluded by warming the group up first.
    ``--rebalance-only`` runs only this part.
+9. Security (``--security``, see ``_security.py``): produce and consume over SASL_SSL
+   (TLS + SCRAM-SHA-512) beside PLAINTEXT on one broker; target ratio >= 0.7.
 8. Replication (``--replication``, see ``_replication.py``): on a 3-broker cluster, produce
    with replication factor 3 and acks=all beside replication factor 1 and acks=1, and the
    time from a leader's SIGKILL or controlled shutdown to the first write its successor
@@ -73,7 +75,7 @@ Usage: python benchmarks/broker_bench.py [--records N] [--skip-tansu] [--prefill
            [--latency-rate R] [--latency-seconds S] [--latency-linger 0,1,5] [--trials T]
            [--data-dir DIR] [--profile DIR] [--large-log-only] [--transactions-only]
            [--share-only] [--share-records N]
-           [--rebalance-only] [--rebalance-members N] [--replication]
+           [--rebalance-only] [--rebalance-members N] [--replication] [--security]
 
 ``--profile DIR`` runs py-spy (``pip install py-spy``) on the streamkit broker during the
 first round's produce and consume and prints its hottest functions (raw stacks kept in DIR).
@@ -469,9 +471,10 @@ def report_rebalance(runs: dict[str, dict[str, list[float]]]) -> None:
     print("  (vs classic: classic join time / this join time; > 1 is faster than classic)")
 
 
-def consume_run(target: Target, topic: str, records: int, offset: int = 0) -> Run:
+def consume_run(target: Target, topic: str, records: int, offset: int = 0,
+                extra: dict[str, Any] | None = None) -> Run:
     """Read ``records`` from ``offset`` (default 0: the beginning of a fresh topic)."""
-    consumer = Consumer({"bootstrap.servers": target.bootstrap, **CONSUMER})
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, **CONSUMER, **(extra or {})})
     cpu0, client0, start = cpu_seconds(target.pid), time.process_time(), time.perf_counter()
     consumer.assign([TopicPartition(topic, 0, offset)])
     got = errors = first_batch = 0
@@ -765,6 +768,11 @@ def main() -> int:
         help="run only the replication part on a 3-broker cluster with ZooKeeper (see _replication.py)",
     )
     parser.add_argument(
+        "--security",
+        action="store_true",
+        help="run only produce/consume over SASL_SSL beside PLAINTEXT on one broker (see _security.py)",
+    )
+    parser.add_argument(
         "--share-only",
         action="store_true",
         help="run only the share-group vs classic consumer group comparison (streamkit only)",
@@ -823,6 +831,15 @@ def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], obje
         print(f"\ntransactions: {args.records:,} x {VALUE_SIZE}-byte records per round, "
               f"{args.trials} interleaved rounds", flush=True)
         report_transactions(args.records, transaction_rounds(sk, args.records, args.trials))
+        print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
+        return 0
+    if args.security:
+        from _security import report_security, run_security
+
+        print(f"\nsecurity: {args.records:,} x {VALUE_SIZE}-byte records per round, {args.trials} rounds",
+              flush=True)
+        report_security(args.records, run_security(args.records, args.trials, produce_run, consume_run,
+                                                   create_topic, work))
         print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
         return 0
     if args.replication:

@@ -117,7 +117,8 @@ def broker(
     overrides: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
                                         help="Override a setting: key=value (Kafka's names); repeatable."),
     ready_file: Path | None = typer.Option(None, "--ready-file", metavar="FILE",
-                                           help="Write the bound port here once listening."),
+                                           help="Write the bound port here once listening (with several listeners, "
+                                                "NAME=port lines follow)."),
     loglevel: str = typer.Option("info", "--loglevel", metavar="LEVEL", help="debug, info, warning or error."),
 ) -> None:
     """Run a Kafka-protocol broker.
@@ -142,7 +143,7 @@ def broker(
     data_dir, host, port = placement(config, data_dir, host, port)
     try:
         run_broker(data_dir, config, host, port, ready_file)
-    except DataDirectoryError as exc:
+    except (DataDirectoryError, ConfigError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(_os_error(exc, f"cannot listen on {host}:{port}")) from None
@@ -157,6 +158,8 @@ topics_app = _typer(help="Create, list, describe, delete and configure topics.")
 groups_app = _typer(help="List and describe consumer groups; reset their offsets.")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
+users_app = _typer(help="Create, describe and delete SCRAM users (SCRAM-SHA-256, SCRAM-SHA-512).")
+app.add_typer(users_app, name="users")
 
 
 def _run(coro: Any) -> Any:
@@ -174,6 +177,73 @@ def _run(coro: Any) -> Any:
         raise _fail(str(exc)) from None
     except KafkaError as exc:  # one the client tools did not expect: still one line
         raise _fail(f"{type(exc).__name__}: {exc}") from None
+
+
+ClientConfigOption = typer.Option(
+    [], "--client-config", "-X", metavar="KEY=VALUE",
+    help="A client setting (librdkafka's names: security.protocol, sasl.mechanism, sasl.username, "
+         "sasl.password, ssl.ca.location ...); repeatable.")
+
+
+def _users(call: Any) -> Any:
+    """Run a users command; ClientError becomes one line."""
+    from streamkit.clients.errors import ClientError
+
+    try:
+        return call()
+    except ClientError as exc:
+        raise _fail(str(exc)) from None
+
+
+@users_app.command("create")
+def users_create(
+    name: str = typer.Argument(..., metavar="NAME", help="User name."),
+    password: str = typer.Option(..., "--password", metavar="PASSWORD", envvar="STREAMKIT_USER_PASSWORD",
+                                 help="The password (or $STREAMKIT_USER_PASSWORD)."),
+    mechanism: list[str] = typer.Option(["SCRAM-SHA-256"], "--mechanism", metavar="MECHANISM",
+                                        help="SCRAM-SHA-256 or SCRAM-SHA-512; repeatable."),
+    iterations: int = typer.Option(4096, "--iterations", metavar="N", help="PBKDF2 iterations (4096..16384)."),
+    client_config: list[str] = ClientConfigOption,
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Create a SCRAM user, or change its password (AlterUserScramCredentials)."""
+    from streamkit.clients.users import create_user
+
+    config = _pairs(client_config, "--client-config")
+    for m in mechanism:
+        _users(lambda m=m: create_user(bootstrap, name, password, m, iterations, config))
+    console.print(f"user {name}: {', '.join(m.upper() for m in mechanism)} set", highlight=False)
+
+
+@users_app.command("describe")
+def users_describe(
+    names: list[str] = typer.Argument(None, metavar="[NAME]...", help="User names; none: every user."),
+    client_config: list[str] = ClientConfigOption,
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Show users' SCRAM mechanisms and iterations (never a password or hash)."""
+    from streamkit.clients.users import describe_users
+
+    config = _pairs(client_config, "--client-config")
+    for user in _users(lambda: describe_users(bootstrap, names or None, config)):
+        shown = ", ".join(f"{m} (iterations={i})" for m, i in user.mechanisms.items())
+        console.print(f"{user.user}: {shown}", highlight=False)
+
+
+@users_app.command("delete")
+def users_delete(
+    name: str = typer.Argument(..., metavar="NAME", help="User name."),
+    mechanism: list[str] = typer.Option([], "--mechanism", metavar="MECHANISM",
+                                        help="Only this mechanism's credential; repeatable (default: all)."),
+    client_config: list[str] = ClientConfigOption,
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Delete a SCRAM user's credentials: its next login is refused."""
+    from streamkit.clients.users import delete_user
+
+    config = _pairs(client_config, "--client-config")
+    deleted = _users(lambda: delete_user(bootstrap, name, mechanism or None, config))
+    console.print(f"user {name}: {', '.join(deleted)} deleted", highlight=False)
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:

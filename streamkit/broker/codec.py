@@ -87,6 +87,7 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 5),  # ListGroups (v5: group types, KIP-848)
+    17: (0, 1),  # SaslHandshake (v0: the SASL tokens follow bare; v1: in SaslAuthenticate)
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
@@ -100,12 +101,15 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     28: (0, 3),  # TxnOffsetCommit (v4+: transaction version 2)
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    36: (0, 2),  # SaslAuthenticate
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
     43: (0, 2),  # ElectLeaders (v1+: preferred or unclean)
     44: (0, 1),  # IncrementalAlterConfigs
     45: (0, 0),  # AlterPartitionReassignments (KIP-455)
     46: (0, 0),  # ListPartitionReassignments
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
     60: (0, 0),  # DescribeCluster
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions (v2 adds a regular-expression filter)

@@ -20,7 +20,9 @@ KRaft, Kafka 3.x or 4) starts the broker and no typo goes unnoticed:
 - anything else: an error naming the closest Kafka name, since it is most likely a typo.
 
 ``listeners`` may list several listeners (``listener.security.protocol.map`` names their
-protocols); only PLAINTEXT is served yet, and one listener is bound: the first.
+protocols); the broker binds each. Their TLS and SASL settings (``ssl.*``, ``sasl.*``, and
+``listener.name.NAME.*`` overriding them) are kept in ``security_settings`` and resolved per
+listener by streamkit.broker.security.settings.
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ from streamkit.broker.endpoints import (
     parse_zookeeper_connect,
 )
 from streamkit.broker.kafka_names import KAFKA_BROKER_CONFIGS
+from streamkit.broker.security.settings import (
+    ListenerSecurity,
+    is_security_setting,
+    listener_security,
+)
 from streamkit.hints import nearest
 from streamkit.log.config import (
     BROKER_SYNONYMS,
@@ -257,6 +264,10 @@ class BrokerConfig:
     listener_port: int = -1
     listener_endpoints: tuple[Listener, ...] = ()
     advertised_endpoints: tuple[Listener, ...] = ()
+    # The TLS / SASL settings given (ssl.*, sasl.*, listener.name.NAME.*), as given; and each
+    # bound listener's security resolved from them (one PLAINTEXT listener when none is set).
+    security_settings: tuple[tuple[str, str], ...] = ()
+    listener_securities: tuple[ListenerSecurity, ...] = ()
     # Kafka settings given that have no effect here, (name, value) in the order given.
     no_effect: tuple[tuple[str, str], ...] = ()
     topic_defaults: LogConfig = field(default_factory=LogConfig)
@@ -335,6 +346,7 @@ class BrokerConfig:
         broker: dict[str, Any] = {}
         log_settings: dict[str, Any] = {}
         no_effect: list[tuple[str, str]] = []
+        security: list[tuple[str, str]] = []
         for original, raw in settings.items():
             if original == "log.dir" and "log.dirs" in settings:
                 continue  # Kafka: log.dirs wins over log.dir
@@ -344,6 +356,9 @@ class BrokerConfig:
                 log_settings[name] = value
             elif d is not None:
                 broker[d.attr] = parse_value(d, value)
+            elif is_security_setting(original):
+                security.append((original, str(raw)))
+                continue
             elif kafka_type(original, settings) is not None:
                 no_effect.append((original, str(raw)))
                 continue
@@ -351,7 +366,7 @@ class BrokerConfig:
                 raise _unknown(original)
             if not cluster and original in CLUSTER_ONLY:
                 no_effect.append((original, str(raw)))
-        config = dataclasses.replace(cls(), **broker, no_effect=tuple(no_effect))
+        config = dataclasses.replace(cls(), **broker, no_effect=tuple(no_effect), security_settings=tuple(security))
         config._check()
         config = config._with_listeners(settings)
         config = dataclasses.replace(config, topic_defaults=LogConfig.from_kafka(log_settings))
@@ -399,9 +414,9 @@ class BrokerConfig:
         out = dataclasses.replace(self, listener_endpoints=bound, advertised_endpoints=advertised)
         if bound:
             out = dataclasses.replace(out, listener_host=bound[0].host or "0.0.0.0", listener_port=bound[0].port)
-            if len(bound) > 1:
-                log.warning("listeners: serving %s only; %s not served yet (one listener per broker)",
-                            bound[0].name, ", ".join(x.name for x in bound[1:]))
+        raw = dict(self.security_settings)
+        served = [(x.name, protocols[x.name]) for x in bound] or [("PLAINTEXT", "PLAINTEXT")]
+        out = dataclasses.replace(out, listener_securities=tuple(listener_security(n, p, raw) for n, p in served))
         if self.advertised_listeners.strip():
             out = out._advertise(known[0], advertised, settings)
         out._check_inter_broker(settings, [x.name for x in advertised] or known)
@@ -430,11 +445,22 @@ class BrokerConfig:
         if len(given) == 2:
             raise ConfigError("only one of inter.broker.listener.name and security.inter.broker.protocol "
                               "should be set")
+        source = "inter.broker.listener.name" if self.inter_broker_listener_name else "security.inter.broker.protocol"
         if (given or self.cluster_mode) and self.inter_broker_name not in available:
-            source = ("inter.broker.listener.name" if self.inter_broker_listener_name
-                      else "security.inter.broker.protocol")
             raise ConfigError(f"{source} gives the inter-broker listener {self.inter_broker_name}, which is not "
                               f"an advertised listener (listeners here: {', '.join(available)})")
+        protocol = self.security_protocols.get(self.inter_broker_name, "PLAINTEXT")
+        if self.cluster_mode and protocol != "PLAINTEXT":
+            raise ConfigError(f"{source}: the inter-broker listener {self.inter_broker_name} uses {protocol}; "
+                              "brokers replicate over a PLAINTEXT listener only (add one for the brokers)")
+
+    def listener(self, name: str) -> ListenerSecurity:
+        """The security of bound listener ``name``."""
+        return next(x for x in self.listener_securities if x.name == name)
+
+    def advertised_for(self, name: str) -> Listener | None:
+        """Listener ``name``'s entry in advertised.listeners (None: not advertised apart)."""
+        return next((x for x in self.advertised_endpoints if x.name == name), None)
 
     def to_kafka(self) -> dict[str, str]:
         """Every broker setting by Kafka name (topic defaults under their log.* synonyms); one

@@ -2,8 +2,8 @@
 with ``listener.security.protocol.map``, and ``zookeeper.connect``.
 
 Pure functions from setting text to values; each bad value raises ConfigError naming the
-setting. A listener whose security protocol is not PLAINTEXT is refused here, in one place,
-until TLS and SASL exist.
+setting. Every listener's security protocol is served (streamkit.broker.security builds
+its TLS and SASL settings).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ __all__ = ["DEFAULT_PROTOCOL_MAP", "SECURITY_PROTOCOLS", "Listener", "parse_list
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's default listener.security.protocol.map: each protocol is a listener name of its own.
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
-_SUPPORTED = "PLAINTEXT"
 _LISTENER = re.compile(r"^([A-Za-z0-9_-]+)://(\[[^\]]*\]|[^:/\[\]]*):(\d+)$")
 _ZK_SERVER = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:/\[\],]+):(\d+)$")
 
@@ -78,9 +77,6 @@ def parse_listeners(text: str, setting: str, protocols: Mapping[str, str], contr
         if protocol is None:
             raise ConfigError(f"{setting}: listener {name} has no security protocol; map it in "
                               f"listener.security.protocol.map (e.g. {name}:PLAINTEXT)")
-        if protocol != _SUPPORTED:
-            raise ConfigError(f"{setting}: listener {item!r} uses security protocol {protocol}, which is not "
-                              "supported yet: streamkit serves PLAINTEXT only")
         out.append(Listener(name, m.group(2).strip("[]"), int(m.group(3))))
     if distinct_ports:
         _check_ports(out, setting)

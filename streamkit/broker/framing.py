@@ -76,20 +76,10 @@ class Connection:
         soon as its 4 bytes arrive, before any body byte is awaited, and nothing is ever
         allocated from it: the buffer only holds bytes actually received.
         """
-        if self._error is not None:
-            raise FrameError(f"connection already failed: {self._error}")
+        size = self._complete_frame(MIN_REQUEST_SIZE)
+        if size is None:
+            return None
         buffer = self._buffer
-        if len(buffer) < 4:
-            return None
-        (size,) = _SIZE.unpack_from(buffer, 0)
-        if size < MIN_REQUEST_SIZE or size > self.max_request_size:
-            self._error = FrameError(
-                f"invalid request size {size} (accepted: {MIN_REQUEST_SIZE}.."
-                f"{self.max_request_size}, socket.request.max.bytes)"
-            )
-            raise self._error
-        if len(buffer) < 4 + size:
-            return None
         try:
             # kio wants bytes or a *read-only* memoryview: decode in place, no copy.  The
             # views are released before the frame is deleted from the buffer.
@@ -106,6 +96,38 @@ class Connection:
             del buffer[: 4 + size]
         self._pending.append(request)
         return request
+
+    def next_frame(self) -> bytes | None:
+        """The next size-prefixed frame's bytes, undecoded, or ``None`` if more bytes are
+        needed: a SASL token sent bare after SaslHandshake v0 (Kafka's framing, no header)."""
+        size = self._complete_frame(0)
+        if size is None:
+            return None
+        frame = bytes(self._buffer[4 : 4 + size])
+        del self._buffer[: 4 + size]
+        return frame
+
+    def _complete_frame(self, minimum: int) -> int | None:
+        """The size of the complete frame at the front of the buffer, None while it is
+        incomplete. The length prefix is validated as soon as its 4 bytes arrive."""
+        if self._error is not None:
+            raise FrameError(f"connection already failed: {self._error}")
+        buffer = self._buffer
+        if len(buffer) < 4:
+            return None
+        (size,) = _SIZE.unpack_from(buffer, 0)
+        if size < minimum or size > self.max_request_size:
+            self._error = FrameError(
+                f"invalid request size {size} (accepted: {minimum}.."
+                f"{self.max_request_size}, socket.request.max.bytes)"
+            )
+            raise self._error
+        return size if len(buffer) >= 4 + size else None
+
+    @staticmethod
+    def encode_frame(data: bytes) -> bytes:
+        """``data`` size-prefixed (a bare SASL token's answer)."""
+        return _SIZE.pack(len(data)) + data
 
     def _complete(self, request: Request) -> None:
         if not self._pending or self._pending[0] is not request:

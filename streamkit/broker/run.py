@@ -42,9 +42,12 @@ async def _main(data_dir: Path, config: BrokerConfig, host: str, port: int, read
         loop.add_signal_handler(sig, stop.set)
     if ready_file is not None:
         # Once the signals are ours: a SIGTERM right after the file appears stops cleanly.
-        # The second line, when there is one, is the metrics port.
+        # The second line, when there is one, is the metrics port; with several listeners,
+        # NAME=port for each follows.
         metrics = "" if broker.metrics_port is None else f"{broker.metrics_port}\n"
-        ready_file.write_text(f"{broker.port}\n{metrics}")
+        ports = broker.listener_ports
+        listeners = "".join(f"{name}={port}\n" for name, port in ports.items()) if len(ports) > 1 else ""
+        ready_file.write_text(f"{broker.port}\n{metrics}{listeners}")
     try:
         await stop.wait()
     finally:

@@ -4,14 +4,21 @@ periodic work, and shuts down cleanly.
 Each connection is one loop around the sans-IO ``Connection``: bytes in, requests out,
 handled one at a time in order (as Kafka does per connection, so responses stay in request
 order), responses written back. A protocol violation closes only that connection.
+
+Every listener of ``listeners`` is bound; a TLS listener upgrades each connection with its
+current certificates (reloaded when their files change), and a SASL listener accepts only
+ApiVersions, SaslHandshake and SaslAuthenticate until the client has authenticated. The
+principal (TLS client certificate or SASL user) goes to the handlers in ``ClientInfo``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
+import ssl
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,11 +27,20 @@ from streamkit.broker.build import build
 from streamkit.broker.cluster.markers import MarkerSender
 from streamkit.broker.cluster.node import ClusterNode
 from streamkit.broker.cluster.producer_ids import ZkProducerIds
+from streamkit.broker.cluster.scram_sync import ScramSync
 from streamkit.broker.cluster.settings import ClusterSettings
-from streamkit.broker.codec import Disposition, FrameError, Request, disposition, response_type_for
+from streamkit.broker.codec import (
+    MIN_REQUEST_SIZE,
+    Disposition,
+    FrameError,
+    Request,
+    disposition,
+    response_type_for,
+)
 from streamkit.broker.config import BrokerConfig
 from streamkit.broker.coordinators import Coordinators
 from streamkit.broker.error_reply import error_response
+from streamkit.broker.errors import ErrorCode
 from streamkit.broker.framing import Connection
 from streamkit.broker.group.consumer_group import ConsumerGroups, ConsumerSettings
 from streamkit.broker.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
@@ -37,6 +53,16 @@ from streamkit.broker.markers import MarkerAppender
 from streamkit.broker.memory import RequestMemory
 from streamkit.broker.metrics import BrokerMetrics
 from streamkit.broker.producers import ProducerIds
+from streamkit.broker.security.credentials import ScramCredentials
+from streamkit.broker.security.jwks import JwksValidator
+from streamkit.broker.security.sasl import (
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    AuthenticationFailed,
+    SaslSession,
+)
+from streamkit.broker.security.settings import ListenerSecurity
+from streamkit.broker.security.tls import TlsContext, ssl_principal
 from streamkit.broker.share.coordinator import ShareCoordinator, ShareSettings
 from streamkit.broker.share.store import SHARE_STATE_TOPIC, ShareStateStore
 from streamkit.broker.state import BrokerState, ClientInfo
@@ -62,6 +88,24 @@ _READ_SIZE = 1 << 20
 _PARTITION_DIR = re.compile(r"^.+-\d+$")
 _YIELD_EVERY = 32
 _SHARE_TICK_MS = 200
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0
+_JWKS_CHECK_S = 1.0
+
+
+class _Peer:
+    """One connection's identity: its listener, address and principal."""
+
+    __slots__ = ("host", "listener", "principal", "session")
+
+    def __init__(self, listener: ListenerSecurity, host: str, principal: str, session: SaslSession | None) -> None:
+        self.listener = listener
+        self.host = host
+        self.principal = principal
+        self.session = session
+
+    def client(self, request: Request) -> ClientInfo:
+        principal = self.session.principal if self.session is not None else self.principal
+        return ClientInfo(request.client_id or "", self.host, principal, self.listener.name)
 
 
 def _partitions(topics: TopicManager, topic: str, configured: int) -> int:
@@ -104,13 +148,17 @@ class Broker:
         self.host = host
         self.requested_port = port
         self.state: BrokerState | None = None
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | None = None  # the first listener's
+        self._servers: dict[str, asyncio.Server] = {}
+        self._tls: dict[str, TlsContext] = {}
+        self._jwks: dict[str, JwksValidator] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
         self.memory = RequestMemory(self.config.queued_max_request_bytes, _READ_SIZE)
         self._dir_lock = DirectoryLock(self.data_dir)
         self._metrics_http: HttpServer | None = None
         self._marker_sender: MarkerSender | None = None
+        self._scram_sync: ScramSync | None = None
 
     @property
     def port(self) -> int:
@@ -122,13 +170,25 @@ class Broker:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def listener_ports(self) -> dict[str, int]:
+        """Each listener's bound port, by listener name."""
+        return {name: int(server.sockets[0].getsockname()[1]) for name, server in self._servers.items()}
+
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
         # Bound first: a taken port must fail before the data directory is created or its
         # internal topics are. Serving starts only once the state below exists.
-        self._server = await asyncio.start_server(self._serve, self.host, self.requested_port,
-                                                  limit=_READ_SIZE, reuse_address=True, start_serving=False)
+        try:
+            self._tls = {sec.name: TlsContext(sec) for sec in self.config.listener_securities if sec.tls}
+            self._jwks = {sec.name: JwksValidator(sec) for sec in self.config.listener_securities if sec.jwks}
+            for validator in self._jwks.values():
+                await asyncio.to_thread(validator.fetch)
+            await self._bind()
+        except BaseException:
+            await self._close_servers()
+            raise
         try:
             # Locked before anything is read: a second broker on the same directory would
             # "recover" partitions this one is appending to. DataDirectoryError names the path.
@@ -136,12 +196,55 @@ class Broker:
             await self._start()
         except BaseException:
             self._dir_lock.release()
-            self._server.close()
-            self._server = None
+            await self._close_servers()
             raise
-        await self._server.start_serving()
-        log.info("streamkit broker %d listening on %s:%d (data in %s)", self.config.node_id, self.host,
-                 self.port, self.data_dir)
+        for server in self._servers.values():
+            await server.start_serving()
+        shown = ", ".join(f"{name}://{server.sockets[0].getsockname()[0]}:{port}"
+                          for (name, port), server in zip(self.listener_ports.items(), self._servers.values(),
+                                                          strict=True))
+        log.info("streamkit broker %d listening on %s (data in %s)", self.config.node_id, shown, self.data_dir)
+
+    async def _bind(self) -> None:
+        """Bind every listener: the first on the broker's host and port (the command line
+        wins over ``listeners`` there), the others where ``listeners`` says."""
+        endpoints = {x.name: x for x in self.config.listener_endpoints}
+        for i, sec in enumerate(self.config.listener_securities):
+            if i == 0:
+                host, port = self.host, self.requested_port
+            else:
+                host, port = endpoints[sec.name].host or "0.0.0.0", endpoints[sec.name].port
+            server = await asyncio.start_server(functools.partial(self._serve, sec), host, port,
+                                                limit=_READ_SIZE, reuse_address=True, start_serving=False)
+            self._servers[sec.name] = server
+            if i == 0:
+                self._server = server
+
+    async def _close_servers(self) -> None:
+        for server in self._servers.values():
+            server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1)
+        self._servers.clear()
+        self._server = None
+
+    def _advertised(self, state: BrokerState) -> dict[str, tuple[str, int]]:
+        """Each listener's advertised address: the first one's as before (advertised host
+        and port), the others' from advertised.listeners, else where they are bound."""
+        out: dict[str, tuple[str, int]] = {}
+        ports = self.listener_ports
+        for i, sec in enumerate(self.config.listener_securities):
+            if i == 0:
+                out[sec.name] = (state.advertised_host, state.advertised_port)
+                continue
+            bound = next(x for x in self.config.listener_endpoints if x.name == sec.name)
+            adv = self.config.advertised_for(sec.name)
+            if adv is not None and adv.host:
+                out[sec.name] = (adv.host, adv.port or ports[sec.name])
+            else:
+                out[sec.name] = (bound.host if bound.host not in ("", "0.0.0.0", "::") else self.host,
+                                 ports[sec.name])
+        return out
 
     async def _start(self) -> None:
         cfg = self.config
@@ -204,6 +307,9 @@ class Broker:
             coordinators.load_all()  # a single broker coordinates every partition
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
                                  producer_ids, waiters, clock, txns, group_configs, share, coordinators, markers)
+        self.state.listeners = self._advertised(self.state)
+        self.state.scram = ScramCredentials(meta)
+        self.state.scram.load()
         if cfg.metrics_listener:
             await self._serve_metrics(cfg.metrics_listener)
         if clustered:
@@ -231,6 +337,8 @@ class Broker:
             asyncio.create_task(self._every_on_loop(_SHARE_TICK_MS, self._share_tick),
                                 name="streamkit-share-expiry"),
         ]
+        if self._jwks:
+            self._tasks.append(asyncio.create_task(self._refresh_jwks(), name="streamkit-jwks"))
 
     async def _serve_metrics(self, listener: str) -> None:
         state = self.state
@@ -251,14 +359,19 @@ class Broker:
     async def _join_cluster(self, settings: ClusterSettings) -> None:
         state = self.state
         assert state is not None
-        node = ClusterNode(settings, state.topics, state.advertised_host, state.advertised_port, state.clock,
-                           state.waiters.notify, state.cluster_id)
+        host, port = state.listeners.get(self.config.inter_broker_name) or (state.advertised_host,
+                                                                             state.advertised_port)
+        node = ClusterNode(settings, state.topics, host, port, state.clock, state.waiters.notify, state.cluster_id)
+        node.endpoints = tuple(f"{name}://{h}:{p}" for name, (h, p) in state.listeners.items())
         state.cluster = node
         self._coordinate_leaders(state, node)
         try:
             await node.start()
             if isinstance(state.producer_ids, ZkProducerIds):
                 await state.producer_ids.start(node.zk)
+            if state.scram is not None:
+                self._scram_sync = ScramSync(node.zk, state.scram)
+                await self._scram_sync.start()
         except BaseException:
             await node.stop()
             raise
@@ -303,6 +416,8 @@ class Broker:
         """Stop serving, then close every log cleanly (flush, checkpoint, clean marker). A
         cluster member first hands its leaderships over (controlled shutdown) while it still
         serves, then leaves the cluster."""
+        if self._scram_sync is not None:
+            await self._scram_sync.stop()
         if self.state is not None and self.state.cluster is not None:
             await self.state.cluster.stop()
             if self._marker_sender is not None:
@@ -311,8 +426,8 @@ class Broker:
                 await self.state.producer_ids.stop()
         if self.state is not None:
             await self.state.coordinators.stop()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers.values():
+            server.close()
         if self._metrics_http is not None:
             await self._metrics_http.stop()
             self._metrics_http = None
@@ -321,16 +436,22 @@ class Broker:
         if self.state is not None:
             await self.state.groups.stop()
             self.state.logs.close()
-        if self._server is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1)
-            self._server = None
+        await self._close_servers()
         self._dir_lock.release()
         log.info("streamkit broker stopped")
 
     async def serve_forever(self) -> None:
         assert self._server is not None
         await self._server.serve_forever()
+
+    async def _refresh_jwks(self) -> None:
+        """Fetch each JWKS when due: every sasl.oauthbearer.jwks.endpoint.refresh.ms, and soon
+        after a token named a key it does not have."""
+        while True:
+            await asyncio.sleep(_JWKS_CHECK_S)
+            for validator in self._jwks.values():
+                if validator.due_ms <= wall_clock_ms():
+                    await asyncio.to_thread(validator.fetch)
 
     def _share_tick(self) -> None:
         assert self.state is not None
@@ -368,15 +489,23 @@ class Broker:
 
     # -- connections -----------------------------------------------------------------------
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, listener: ListenerSecurity, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        host = str(peer[0]) if peer else ""
-        conn = Connection(self.config.socket_request_max_bytes)
+        peer_address = writer.get_extra_info("peername")
+        host = str(peer_address[0]) if peer_address else ""
+        max_request = self.config.socket_request_max_bytes
+        # Before SASL authentication only small requests are read (sasl.server.max.receive.size):
+        # an unauthenticated peer cannot make the broker buffer a huge frame.
+        conn = Connection(max(min(max_request, listener.max_receive_size), MIN_REQUEST_SIZE)
+                          if listener.sasl else max_request)
         memory = self.memory
         try:
+            peer = await self._peer(listener, host, writer)
+            if peer is None:
+                return
             while True:
                 # Back-pressure: no read until the request memory budget has room.
                 data = await reader.read(await memory.reserve(conn))
@@ -385,8 +514,16 @@ class Broker:
                 conn.receive_data(data)
                 memory.hold(conn, conn.buffered)  # complete requests stay charged until answered
                 handled = 0
-                while (request := conn.next_request()) is not None:
-                    if not await self._answer(conn, request, writer, host):
+                while True:
+                    if peer.session is not None and peer.session.raw_tokens:
+                        if (token := conn.next_frame()) is None:
+                            break
+                        if not await self._raw_token(conn, token, writer, peer):
+                            return
+                        continue
+                    if (request := conn.next_request()) is None:
+                        break
+                    if not await self._answer(conn, request, writer, peer):
                         return
                     handled += 1
                     if handled % _YIELD_EVERY == 0:
@@ -411,8 +548,27 @@ class Broker:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, conn: Connection, request: Request, writer: asyncio.StreamWriter, host: str) -> bool:
+    async def _peer(self, listener: ListenerSecurity, host: str, writer: asyncio.StreamWriter) -> _Peer | None:
+        """The connection's TLS handshake (on a TLS listener) and its identity so far;
+        None when the handshake failed (logged, the connection is closed)."""
+        principal = "User:ANONYMOUS"
+        if listener.tls:
+            try:
+                await writer.start_tls(self._tls[listener.name].current(),
+                                       ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S)
+            except (ssl.SSLError, ConnectionError, TimeoutError, OSError) as exc:
+                log.info("TLS handshake with %s on listener %s failed: %s", host, listener.name, exc)
+                return None
+            principal = ssl_principal(writer.get_extra_info("ssl_object"))
+        session = None
+        if listener.sasl:
+            assert self.state is not None
+            session = SaslSession(listener, self.state.scram, jwks=self._jwks.get(listener.name))
+        return _Peer(listener, host, principal, session)
+
+    async def _answer(self, conn: Connection, request: Request, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
         """Handle one request; False means close the connection."""
+        host = peer.host
         kind = disposition(request)
         if kind is Disposition.REJECT_API_VERSIONS:
             writer.write(conn.encode_unsupported_api_versions(request))
@@ -424,13 +580,21 @@ class Broker:
             log.warning("closing connection from %s: unsupported api %d v%d", host,
                         request.api_key, request.api_version)
             return False
+        if request.api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            return await self._sasl(conn, request, writer, peer)
+        if peer.session is not None and not peer.session.allows(request.api_key):
+            reason = ("its SASL session expired (connections.max.reauth.ms)" if peer.session.authenticated
+                      else "before SASL authentication")
+            log.warning("closing connection from %s: api %d %s on listener %s", host, request.api_key, reason,
+                        peer.listener.name)
+            return False
         handler = HANDLERS.get(request.api_key)
         assert self.state is not None
         if handler is None:
             log.warning("no handler for api %d; closing connection from %s", request.api_key, host)
             return False
         try:
-            reply = await handler(self.state, request, ClientInfo(request.client_id or "", host))
+            reply = await handler(self.state, request, peer.client(request))
             if reply is None:
                 conn.discard(request)
                 return True
@@ -443,6 +607,62 @@ class Broker:
                           request.api_version, request.correlation_id, host)
             return self._answer_failure(conn, request, writer, host)
         return True
+
+    async def _sasl(self, conn: Connection, request: Request, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
+        """SaslHandshake / SaslAuthenticate. A refused mechanism or a failed login is
+        answered with its error (after connection.failed.authentication.delay.ms for a
+        failed login), then the connection closes, as in Kafka."""
+        session = peer.session
+        kind = response_type_for(request)
+        if request.api_key == SASL_HANDSHAKE:
+            code = (session.handshake(str(request.body.mechanism), request.api_version) if session is not None
+                    else ErrorCode.illegal_sasl_state)
+            mechanisms = list(session.sec.mechanisms) if session is not None else []
+            writer.write(conn.encode_response(request, build(kind, {"error_code": code, "mechanisms": mechanisms})))
+            if code is not ErrorCode.none:
+                log.info("closing connection from %s: SaslHandshake %s refused (%s) on listener %s", peer.host,
+                         request.body.mechanism, code.name, peer.listener.name)
+            return code is ErrorCode.none
+        if session is None:
+            writer.write(conn.encode_response(request, build(kind, {
+                "error_code": ErrorCode.illegal_sasl_state, "auth_bytes": b"",
+                "error_message": f"listener {peer.listener.name} does not use SASL"})))
+            return False
+        try:
+            answer = session.authenticate(bytes(request.body.auth_bytes))
+        except AuthenticationFailed as exc:
+            await self._failed_login(peer, exc)
+            writer.write(conn.encode_response(request, build(kind, {
+                "error_code": ErrorCode.sasl_authentication_failed, "error_message": str(exc), "auth_bytes": b""})))
+            return False
+        writer.write(conn.encode_response(request, build(kind, {
+            "error_code": ErrorCode.none, "error_message": None, "auth_bytes": answer,
+            "session_lifetime": session.lifetime_ms if session.authenticated and not session.reauthenticating
+            else 0})))
+        if session.authenticated:
+            conn.max_request_size = self.config.socket_request_max_bytes
+        return True
+
+    async def _raw_token(self, conn: Connection, token: bytes, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
+        """A bare SASL token (after SaslHandshake v0): its answer goes back bare; a failed
+        login closes the connection (v0 has no way to carry the error)."""
+        session = peer.session
+        assert session is not None
+        try:
+            answer = session.authenticate(token)
+        except AuthenticationFailed as exc:
+            await self._failed_login(peer, exc)
+            return False
+        writer.write(Connection.encode_frame(answer))
+        if session.authenticated:
+            conn.max_request_size = self.config.socket_request_max_bytes
+        return True
+
+    @staticmethod
+    async def _failed_login(peer: _Peer, exc: AuthenticationFailed) -> None:
+        log.info("failed SASL authentication from %s on listener %s: %s", peer.host, peer.listener.name, exc)
+        # Kafka's connection.failed.authentication.delay.ms: slows down password guessing.
+        await asyncio.sleep(peer.listener.failed_authentication_delay_ms / 1000)
 
     @staticmethod
     def _answer_failure(conn: Connection, request: Request, writer: asyncio.StreamWriter, host: str) -> bool:

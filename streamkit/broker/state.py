@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from streamkit.broker.config import BrokerConfig
@@ -13,6 +13,7 @@ from streamkit.broker.group.runtime import GroupRuntime
 from streamkit.broker.group_configs import GroupConfigStore
 from streamkit.broker.markers import MarkerAppender
 from streamkit.broker.producers import ProducerIdSource
+from streamkit.broker.security.credentials import ScramCredentials
 from streamkit.broker.share.coordinator import ShareCoordinator
 from streamkit.broker.topics import TopicManager
 from streamkit.broker.txn.coordinator import TransactionCoordinator
@@ -49,6 +50,10 @@ class BrokerState:
     # This broker's cluster membership (zookeeper.connect); None for a single broker.
     cluster: ClusterNode | None = None
     metrics: BrokerMetrics | None = None
+    # Each listener's advertised (host, port), for Metadata and FindCoordinator answers
+    # to a client connected on it; the SCRAM credentials (AlterUserScramCredentials).
+    listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
+    scram: ScramCredentials | None = None
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -66,8 +71,14 @@ class BrokerState:
     def advertised_port(self) -> int:
         return self.config.advertised_port or self.port
 
+    def address_for(self, listener: str) -> tuple[str, int]:
+        """The advertised address of ``listener`` (the first listener's for an unknown one)."""
+        return self.listeners.get(listener) or (self.advertised_host, self.advertised_port)
+
 
 @dataclass(frozen=True, slots=True)
 class ClientInfo:
     client_id: str
     host: str
+    principal: str = "User:ANONYMOUS"
+    listener: str = ""

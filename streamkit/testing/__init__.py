@@ -235,6 +235,13 @@ class BrokerProcess(ChildProcess):
         self.process: subprocess.Popen[bytes] | None = None
         self._ready: Path | None = None
         self.metrics_port: int | None = None  # with metrics.listener set
+        self.listener_ports: dict[str, int] = {}  # listener name -> bound port
+
+    def address(self, listener: str) -> str:
+        """host:port of one of its listeners (``listeners``), e.g. ``address("SASL_SSL")``;
+        with a single listener, its port."""
+        port = self.listener_ports[listener.upper()] if self.listener_ports else self.port
+        return f"{self.host}:{port}"
 
     @property
     def bootstrap(self) -> str:
@@ -269,9 +276,11 @@ class BrokerProcess(ChildProcess):
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if ready.exists() and ready.read_text().strip():
-                lines = ready.read_text().split()
+                words = ready.read_text().split()
+                lines = [w for w in words if "=" not in w]
                 self.port = int(lines[0])
                 self.metrics_port = int(lines[1]) if len(lines) > 1 else None
+                self.listener_ports = {n: int(p) for n, _, p in (w.partition("=") for w in words if "=" in w)}
                 ready.unlink()
                 self._ready = None
                 return self

@@ -24,6 +24,7 @@ from streamkit.broker.kafka_names import (
     KAFKA_BROKER_CONFIGS,
 )
 from streamkit.broker.run import DEFAULT_DATA_DIR, DEFAULT_HOST, DEFAULT_PORT, placement
+from streamkit.broker.security.settings import ACTED_ON as SECURITY_ACTED_ON
 from streamkit.log.config import BROKER_SYNONYMS, BROKER_UNIT_SYNONYMS, LONG_MAX
 from streamkit.log.errors import ConfigError
 
@@ -59,10 +60,26 @@ def test_a_renamed_listener_mapped_to_plaintext_is_accepted() -> None:
 
 @pytest.mark.parametrize(("settings", "message"), [
     ({"listeners": "SSL://:9093"},
-     "listeners: listener 'SSL://:9093' uses security protocol SSL, which is not supported yet: "
-     "streamkit serves PLAINTEXT only"),
-    ({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:SASL_SSL"},
-     "uses security protocol SASL_SSL, which is not supported yet"),
+     "listener SSL uses TLS but has no key: set ssl.keystore.location (a PEM file with the private key and "
+     "certificate chain) or ssl.keystore.key and ssl.keystore.certificate.chain (or their listener.name.ssl. forms)"),
+    ({"listeners": "INTERNAL://:9093", "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT"},
+     "listener INTERNAL (SASL_PLAINTEXT) needs sasl.enabled.mechanisms"),
+    ({"listeners": "S://:9093", "listener.security.protocol.map": "S:SASL_PLAINTEXT",
+      "sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI is not supported (supported: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"),
+    ({"listeners": "S://:9093", "listener.security.protocol.map": "S:SASL_PLAINTEXT",
+      "sasl.enabled.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.jwks.endpoint.url": "file:///jwks.json"},
+     "sasl.oauthbearer.jwks.endpoint.url of listener S must be an http(s) URL, not 'file:///jwks.json'"),
+    ({"listeners": "S://:9093", "listener.security.protocol.map": "S:SASL_PLAINTEXT",
+      "sasl.enabled.mechanisms": "PLAIN"}, "listener S enables PLAIN but has no listener.name.s.plain.sasl.jaas.config"),
+    ({"listeners": "S://:9093", "listener.security.protocol.map": "S:SASL_PLAINTEXT",
+      "sasl.enabled.mechanisms": "PLAIN", "listener.name.s.plain.sasl.jaas.config": "PlainLoginModule required x"},
+     "invalid listener.name.s.plain.sasl.jaas.config: cannot read 'x'"),
+    ({"listeners": "SSL://:9093", "ssl.keystore.location": "/k.pem", "ssl.client.auth": "always"},
+     "invalid ssl.client.auth 'always' for listener SSL (one of none, requested, required)"),
+    ({"listeners": "SSL://:9093", "ssl.keystore.location": "/k.pem", "ssl.client.auth": "required"},
+     "listener SSL: ssl.client.auth=required needs ssl.truststore.location"),
+    ({"listeners": "SSL://:9093", "ssl.keystore.type": "JKS", "ssl.keystore.location": "/k.jks"},
+     "ssl.keystore.type=JKS for listener SSL: streamkit reads PEM only"),
     ({"listeners": "CLIENT://:9092"},
      "listeners: listener CLIENT has no security protocol; map it in listener.security.protocol.map"),
     ({"listeners": "PLAINTEXT://:9092,plaintext://:9093"}, "listeners names listener PLAINTEXT twice"),
@@ -86,9 +103,9 @@ def test_listener_and_log_dir_errors(settings: dict[str, str], message: str) -> 
         BrokerConfig.from_kafka(settings)
 
 
-def test_several_listeners_are_parsed_and_the_first_is_bound(caplog: pytest.LogCaptureFixture) -> None:
-    """Kafka's multi-listener form: every broker listener is exposed, with the inter-broker
-    one; the server binds one listener today, the first, and says so."""
+def test_several_listeners_are_parsed(caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's multi-listener form: every broker listener is exposed (and bound), with the
+    inter-broker one."""
     with caplog.at_level(logging.WARNING, logger="streamkit.broker.config"):
         config = BrokerConfig.from_kafka({
             "listeners": "PLAINTEXT://127.0.0.1:9092,INTERNAL://10.0.0.1:19092,CONTROLLER://:9093",
@@ -105,8 +122,8 @@ def test_several_listeners_are_parsed_and_the_first_is_bound(caplog: pytest.LogC
     assert (config.listener_host, config.listener_port) == ("127.0.0.1", 9092)
     assert (config.advertised_host, config.advertised_port) == ("kafka.example", 9092)
     assert config.security_protocols == {"PLAINTEXT": "PLAINTEXT", "INTERNAL": "PLAINTEXT", "CONTROLLER": "PLAINTEXT"}
-    assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("listeners")] == [
-        "listeners: serving PLAINTEXT only; INTERNAL not served yet (one listener per broker)"]
+    assert [x.name for x in config.listener_securities] == ["PLAINTEXT", "INTERNAL"]
+    assert not [r.getMessage() for r in caplog.records if r.getMessage().startswith("listeners")]
 
 
 def test_port_zero_binds_any_free_port_and_may_repeat() -> None:
@@ -208,9 +225,9 @@ def test_passwords_and_plugin_settings_are_not_logged(caplog: pytest.LogCaptureF
     tiered-storage plugins); secrets stay out of the log."""
     with caplog.at_level(logging.WARNING, logger="streamkit.broker.config"):
         config = BrokerConfig.from_kafka({
-            "ssl.keystore.password": "s3cret", "ssl.keystore.location": "/etc/ks.jks",
-            "listener.name.internal.ssl.keystore.password": "s3cret",
-            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": "s3cret",
+            "ssl.truststore.password": "s3cret", "ssl.keymanager.algorithm": "SunX509",
+            "listener.name.internal.ssl.truststore.password": "s3cret",
+            "listener.name.sasl_ssl.gssapi.sasl.jaas.config": "s3cret",
             "listener.name.internal.max.connections": "5",
             "config.providers": "vault", "config.providers.vault.param.token": "s3cret",
             "rsm.config.secret.key": "s3cret", "remote.log.metadata.manager.impl.prefix": "meta.",
@@ -218,9 +235,9 @@ def test_passwords_and_plugin_settings_are_not_logged(caplog: pytest.LogCaptureF
         })
     (line,) = _no_effect_lines(caplog)
     assert "s3cret" not in line
-    assert ("ssl.keystore.password=[hidden], ssl.keystore.location=/etc/ks.jks, "
-            "listener.name.internal.ssl.keystore.password=[hidden], "
-            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=[hidden], "
+    assert ("ssl.truststore.password=[hidden], ssl.keymanager.algorithm=SunX509, "
+            "listener.name.internal.ssl.truststore.password=[hidden], "
+            "listener.name.sasl_ssl.gssapi.sasl.jaas.config=[hidden], "
             "listener.name.internal.max.connections=5, config.providers=vault, "
             "config.providers.vault.param.token=[hidden], rsm.config.secret.key=[hidden], "
             "remote.log.metadata.manager.impl.prefix=meta., meta.aws.key=[hidden]") in line
@@ -249,9 +266,18 @@ def test_every_kafka_broker_setting_is_accepted() -> None:
     """Each name of Kafka 3.9 and 4.x (ZooKeeper mode and KRaft) is either acted on or kept
     as having no effect; none is refused."""
     acted = {d.name for d in BROKER_CONFIGS} | set(BROKER_SYNONYMS) | set(BROKER_UNIT_SYNONYMS) | {"broker.id", "log.dir"}
-    for name in sorted(set(KAFKA_BROKER_CONFIGS) - acted):
+    for name in sorted(set(KAFKA_BROKER_CONFIGS) - acted - SECURITY_ACTED_ON):
         config = BrokerConfig.from_kafka({name: "x"})
         assert config.no_effect == ((name, "x"),), name
+    # the listener security settings are kept for the listeners (read per listener): a bad
+    # value of one that is checked at once is named
+    for name in sorted(SECURITY_ACTED_ON):
+        try:
+            config = BrokerConfig.from_kafka({name: "x"})
+        except ConfigError as exc:
+            assert name in str(exc), (name, exc)
+            continue
+        assert (config.no_effect, config.security_settings) == ((), ((name, "x"),)), name
     for name in sorted(acted & set(KAFKA_BROKER_CONFIGS)):
         assert kafka_type(name) is not None
     # the only names accepted that Kafka does not have: streamkit's offsets.topic.min.isr and
@@ -396,3 +422,24 @@ def test_kafka_sample_files_parse() -> None:
 def test_to_kafka_lists_the_new_names() -> None:
     rendered = BrokerConfig.from_kafka({"listeners": "PLAINTEXT://127.0.0.1:1", "log.dirs": "/d"}).to_kafka()
     assert (rendered["listeners"], rendered["log.dirs"]) == ("PLAINTEXT://127.0.0.1:1", "/d")
+
+
+def test_per_listener_settings_override_the_global_ones() -> None:
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+    config = BrokerConfig.from_kafka({
+        "listeners": "SSL://:9093,MTLS://:9094,SASL_SSL://:9095",
+        "listener.security.protocol.map": "SSL:SSL,MTLS:SSL,SASL_SSL:SASL_SSL",
+        "ssl.keystore.location": "/etc/broker.pem", "ssl.truststore.location": "/etc/ca.pem",
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.sasl_ssl.ssl.keystore.location": "/etc/other.pem",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+    })
+    ssl_, mtls, sasl = config.listener_securities
+    assert (ssl_.client_auth, mtls.client_auth) == ("none", "required")
+    assert ssl_.get("ssl.keystore.location") == mtls.get("ssl.keystore.location") == "/etc/broker.pem"
+    assert sasl.get("ssl.keystore.location") == "/etc/other.pem"
+    assert sasl.mechanisms == ("PLAIN", "SCRAM-SHA-512")
+    assert sasl.jaas["PLAIN"].users() == {"admin": "admin-secret", "alice": "alice-secret"}
+    assert config.no_effect == ()  # acted on, so not listed as "no effect here"

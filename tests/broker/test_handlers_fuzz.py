@@ -42,7 +42,9 @@ pytestmark = pytest.mark.filterwarnings(
 st.register_type_strategy(Records, st.binary(max_size=64))
 
 TOPIC = "fuzz-a"
-SPECS = sorted(API_SPECS)
+# SaslHandshake and SaslAuthenticate change the connection's state: the server answers them
+# itself (tests/broker/test_sasl.py fuzzes their tokens).
+SPECS = sorted(k for k in API_SPECS if k[0] in HANDLERS)
 FUZZ = settings(max_examples=4, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])

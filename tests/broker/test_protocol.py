@@ -168,7 +168,8 @@ def test_supported_versions_table_is_final() -> None:
     # OffsetFetch v9, ListGroups v5
     # + the cluster's: OffsetForLeaderEpoch v2-v4, WriteTxnMarkers v1, ElectLeaders v0-v2,
     # AlterPartitionReassignments v0, ListPartitionReassignments v0
-    assert len(API_SPECS) == 179
+    # + security: SaslHandshake v0-v1, SaslAuthenticate v0-v2, Describe/AlterUserScramCredentials v0
+    assert len(API_SPECS) == 186
 
 
 # -- requests: every supported (api_key, version) ------------------------------------
@@ -381,7 +382,7 @@ def test_kafka_python_api_versions_v4_negotiation() -> None:
 
 
 @pytest.mark.parametrize(
-    ("api_key", "version"), [(3, 13), (1, 13), (0, 10), (9999, 0), (-1, 0), (17, 1), (3, -1)]
+    ("api_key", "version"), [(3, 13), (1, 13), (0, 10), (9999, 0), (-1, 0), (17, 2), (3, -1)]
 )
 def test_unknown_api_or_version_means_close(api_key: int, version: int) -> None:
     [request] = feed(Connection(), [raw_frame(api_key, version, 5, b"\x00\x00\x00")])

@@ -192,7 +192,7 @@ def test_huge_counts_in_tiny_bodies(broker: BrokerProcess, healthy: None, case: 
     assert "malformed request" in new_lines and expected in new_lines, new_lines
 
 
-@pytest.mark.parametrize(("api_key", "version"), [(9999, 0), (-1, 0), (50, 0), (67, 0), (0, 10),
+@pytest.mark.parametrize(("api_key", "version"), [(9999, 0), (-1, 0), (50, 1), (67, 0), (0, 10),
                                                   (1, 3), (1, 13), (3, 0), (3, 13)])
 def test_unknown_api_or_unsupported_version_closes(broker: BrokerProcess, healthy: None, api_key: int,
                                                    version: int) -> None:

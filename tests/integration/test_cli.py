@@ -339,10 +339,18 @@ def test_broker_id_and_node_id_must_agree_in_one_line(tmp_path: Path) -> None:
                       "ZooKeeper mode, node.id in KRaft); set one, or both to the same id\n")
 
 
-def test_broker_refuses_a_tls_listener_in_one_line(tmp_path: Path) -> None:
+def test_broker_refuses_a_tls_listener_without_a_key_in_one_line(tmp_path: Path) -> None:
     stderr = fails("broker", "--data-dir", str(tmp_path / "data"), "--set", "listeners=SSL://:9093")
-    assert stderr == ("error: listeners: listener 'SSL://:9093' uses security protocol SSL, which is not "
-                      "supported yet: streamkit serves PLAINTEXT only\n")
+    assert stderr.startswith("error: listener SSL uses TLS but has no key: set ssl.keystore.location")
+    assert stderr.count("\n") == 1
+
+
+def test_broker_names_an_unreadable_keystore_in_one_line(tmp_path: Path) -> None:
+    stderr = fails("broker", "--data-dir", str(tmp_path / "data"), "--set", "listeners=SSL://127.0.0.1:0",
+                   "--set", f"ssl.keystore.location={tmp_path / 'missing.pem'}")
+    assert stderr.startswith(f"error: listener SSL: cannot load the keystore ({tmp_path / 'missing.pem'})")
+    assert stderr.count("\n") == 1
+    assert not (tmp_path / "data").exists()
 
 
 def _partition_dirs(data_dir: Path) -> list[Path]:

@@ -71,6 +71,9 @@ class ClusterNode:
         self.topics = topics
         self.host = host
         self.port = port
+        # Every advertised listener, "NAME://host:port" (registered; clients get the one
+        # they are connected on); the inter-broker one is host:port.
+        self.endpoints: tuple[str, ...] = (f"PLAINTEXT://{host}:{port}",)
         self.clock = clock
         self.notify = notify
         self.proposed_cluster_id = cluster_id
@@ -110,7 +113,7 @@ class ClusterNode:
 
     def _registration(self) -> BrokerRegistration:
         return BrokerRegistration(self.broker_id, self.host, self.port, self.settings.broker_rack,
-                                  (f"PLAINTEXT://{self.host}:{self.port}",), int(time.time() * 1000))
+                                  self.endpoints, int(time.time() * 1000))
 
     async def stop(self) -> None:
         """Controlled shutdown (when enabled and another broker is up), then leave."""

@@ -9,6 +9,7 @@ from streamkit.broker.handlers import (
     data,
     groups,
     leaders,
+    scram,
     share,
     txn,
 )
@@ -49,6 +50,8 @@ HANDLERS: dict[int, Handler] = {
     44: admin.incremental_alter_configs,
     45: leaders.alter_partition_reassignments,
     46: leaders.list_partition_reassignments,
+    50: scram.describe_user_scram_credentials,
+    51: scram.alter_user_scram_credentials,
     60: cluster.describe_cluster,
     65: txn.describe_transactions,
     66: txn.list_transactions,

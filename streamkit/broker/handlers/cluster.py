@@ -32,9 +32,10 @@ async def api_versions(state: BrokerState, req: Request, client: ClientInfo) -> 
     return {"__body__": api_versions_response(req.api_version)}
 
 
-def _broker(state: BrokerState) -> dict[str, Any]:
-    return {"node_id": state.node_id, "broker_id": state.node_id, "host": state.advertised_host,
-            "port": state.advertised_port, "rack": None}
+def _broker(state: BrokerState, client: ClientInfo) -> dict[str, Any]:
+    """This broker, at the advertised address of the listener the client is connected on."""
+    host, port = state.address_for(client.listener)
+    return {"node_id": state.node_id, "broker_id": state.node_id, "host": host, "port": port, "rack": None}
 
 
 def _topic_metadata(state: BrokerState, info: TopicInfo) -> dict[str, Any]:
@@ -59,9 +60,24 @@ def _missing(name: str | None, topic_id: Any, code: ErrorCode) -> dict[str, Any]
             "partitions": [], "topic_authorized_operations": NO_OPERATIONS}
 
 
-def _cluster_brokers(cluster: ClusterNode) -> list[dict[str, Any]]:
-    return [{"node_id": b, "broker_id": b, "host": r.host, "port": r.port, "rack": r.rack}
-            for b, r in sorted(cluster.metadata.brokers.items())]
+def _cluster_brokers(cluster: ClusterNode, listener: str) -> list[dict[str, Any]]:
+    """The live brokers at their address on ``listener`` (as Kafka, a broker without that
+    listener is left out; one registered without endpoints is shown at its address)."""
+    out = []
+    for b, r in sorted(cluster.metadata.brokers.items()):
+        address = _endpoint(r.endpoints, listener) if r.endpoints else (r.host, r.port)
+        if address is not None:
+            out.append({"node_id": b, "broker_id": b, "host": address[0], "port": address[1], "rack": r.rack})
+    return out
+
+
+def _endpoint(endpoints: tuple[str, ...], listener: str) -> tuple[str, int] | None:
+    for endpoint in endpoints:
+        name, _, address = endpoint.partition("://")
+        if name.upper() == listener.upper() or not listener:
+            host, _, port = address.rpartition(":")
+            return host.strip("[]"), int(port)
+    return None
 
 
 def _cluster_topic(cluster: ClusterNode, name: str) -> dict[str, Any]:
@@ -82,7 +98,8 @@ def _cluster_topic(cluster: ClusterNode, name: str) -> dict[str, Any]:
             "topic_authorized_operations": NO_OPERATIONS}
 
 
-async def _cluster_metadata(state: BrokerState, cluster: ClusterNode, requested: Any, allow_create: bool) -> Reply:
+async def _cluster_metadata(state: BrokerState, cluster: ClusterNode, requested: Any, allow_create: bool,
+                            listener: str) -> Reply:
     md = cluster.metadata
     topics: list[dict[str, Any]] = []
     if requested is None:
@@ -110,7 +127,7 @@ async def _cluster_metadata(state: BrokerState, cluster: ClusterNode, requested:
                 topics.append(_missing(name, None, ErrorCode.unknown_topic_or_partition))
                 continue
             topics.append(_cluster_topic(cluster, name))
-    return {"throttle_time": 0, "brokers": _cluster_brokers(cluster), "cluster_id": cluster.cluster_id,
+    return {"throttle_time": 0, "brokers": _cluster_brokers(cluster, listener), "cluster_id": cluster.cluster_id,
             "controller_id": md.controller, "topics": topics, "cluster_authorized_operations": NO_OPERATIONS}
 
 
@@ -119,7 +136,7 @@ async def metadata(state: BrokerState, req: Request, client: ClientInfo) -> Repl
     requested = field(body, "topics")
     allow_create = field(body, "allow_auto_topic_creation", True) and state.config.auto_create_topics_enable
     if state.cluster is not None:
-        return await _cluster_metadata(state, state.cluster, requested, allow_create)
+        return await _cluster_metadata(state, state.cluster, requested, allow_create, client.listener)
     topics: list[dict[str, Any]] = []
     if requested is None:
         topics = [_topic_metadata(state, info) for info in state.topics.topics.values()]
@@ -145,7 +162,7 @@ async def metadata(state: BrokerState, req: Request, client: ClientInfo) -> Repl
             topics.append(_topic_metadata(state, info))
     return {
         "throttle_time": 0,
-        "brokers": [_broker(state)],
+        "brokers": [_broker(state, client)],
         "cluster_id": state.cluster_id,
         "controller_id": state.node_id,
         "topics": topics,
@@ -159,12 +176,12 @@ async def describe_cluster(state: BrokerState, req: Request, client: ClientInfo)
         return {
             "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
             "cluster_id": cluster.cluster_id, "controller_id": cluster.metadata.controller,
-            "brokers": _cluster_brokers(cluster), "cluster_authorized_operations": NO_OPERATIONS,
+            "brokers": _cluster_brokers(cluster, client.listener), "cluster_authorized_operations": NO_OPERATIONS,
         }
     return {
         "throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
         "cluster_id": state.cluster_id, "controller_id": state.node_id,
-        "brokers": [_broker(state)], "cluster_authorized_operations": NO_OPERATIONS,
+        "brokers": [_broker(state, client)], "cluster_authorized_operations": NO_OPERATIONS,
     }
 
 
@@ -172,7 +189,7 @@ _GROUP_KEY = 0
 _TRANSACTION_KEY = 1
 
 
-def _coordinator(state: BrokerState, key: str, key_type: int) -> dict[str, Any]:
+def _coordinator(state: BrokerState, key: str, key_type: int, listener: str) -> dict[str, Any]:
     if key_type not in (_GROUP_KEY, _TRANSACTION_KEY):
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": ErrorCode.invalid_request,
@@ -182,12 +199,14 @@ def _coordinator(state: BrokerState, key: str, key_type: int) -> dict[str, Any]:
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": code, "error_message": "empty coordinator key"}
     if state.cluster is not None:
-        return _cluster_coordinator(state, state.cluster, key, key_type)
-    return {"key": key, "node_id": state.node_id, "host": state.advertised_host,
-            "port": state.advertised_port, "error_code": ErrorCode.none, "error_message": None}
+        return _cluster_coordinator(state, state.cluster, key, key_type, listener)
+    host, port = state.address_for(listener)
+    return {"key": key, "node_id": state.node_id, "host": host, "port": port, "error_code": ErrorCode.none,
+            "error_message": None}
 
 
-def _cluster_coordinator(state: BrokerState, cluster: ClusterNode, key: str, key_type: int) -> dict[str, Any]:
+def _cluster_coordinator(state: BrokerState, cluster: ClusterNode, key: str, key_type: int,
+                        listener: str) -> dict[str, Any]:
     """The leader of the coordinator's partition of its internal topic (Kafka's rule:
     the key's hash modulo the topic's partition count)."""
     topic = OFFSETS_TOPIC if key_type == _GROUP_KEY else TRANSACTION_STATE_TOPIC
@@ -199,7 +218,9 @@ def _cluster_coordinator(state: BrokerState, cluster: ClusterNode, key: str, key
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": ErrorCode.coordinator_not_available,
                 "error_message": f"{topic} has no leader for this key yet"}
-    return {"key": key, "node_id": leader, "host": registration.host, "port": registration.port,
+    address = _endpoint(registration.endpoints, listener) if registration.endpoints else None
+    host, port = address or (registration.host, registration.port)
+    return {"key": key, "node_id": leader, "host": host, "port": port,
             "error_code": ErrorCode.none, "error_message": None}
 
 
@@ -236,8 +257,8 @@ async def find_coordinator(state: BrokerState, req: Request, client: ClientInfo)
     if state.cluster is not None:
         await _ensure_coordinator_topic(state, state.cluster, key_type)
     if keys is not None:  # v4+: a batch of keys
-        return {"throttle_time": 0, "coordinators": [_coordinator(state, k, key_type) for k in keys]}
-    one = _coordinator(state, field(body, "key", ""), key_type)
+        return {"throttle_time": 0, "coordinators": [_coordinator(state, k, key_type, client.listener) for k in keys]}
+    one = _coordinator(state, field(body, "key", ""), key_type, client.listener)
     return {"throttle_time": 0, **one}
 
 
