@@ -98,6 +98,9 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     26: (0, 3),  # EndTxn (v4+: transaction version 2)
     27: (1, 1),  # WriteTxnMarkers (between brokers; v2 adds the transaction version)
     28: (0, 3),  # TxnOffsetCommit (v4+: transaction version 2)
+    29: (1, 3),  # DescribeAcls (v1+: pattern types, KIP-290)
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions

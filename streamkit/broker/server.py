@@ -37,6 +37,7 @@ from streamkit.broker.markers import MarkerAppender
 from streamkit.broker.memory import RequestMemory
 from streamkit.broker.metrics import BrokerMetrics
 from streamkit.broker.producers import ProducerIds
+from streamkit.broker.security.authorizer import Authorizer, authorizer_enabled
 from streamkit.broker.share.coordinator import ShareCoordinator, ShareSettings
 from streamkit.broker.share.store import SHARE_STATE_TOPIC, ShareStateStore
 from streamkit.broker.state import BrokerState, ClientInfo
@@ -204,6 +205,9 @@ class Broker:
             coordinators.load_all()  # a single broker coordinates every partition
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
                                  producer_ids, waiters, clock, txns, group_configs, share, coordinators, markers)
+        if authorizer_enabled(cfg.authorizer_class_name):
+            self.state.authorizer = Authorizer(meta, cfg.super_users, cfg.allow_everyone_if_no_acl_found)
+            self.state.authorizer.load()
         if cfg.metrics_listener:
             await self._serve_metrics(cfg.metrics_listener)
         if clustered:

@@ -22,6 +22,7 @@ from streamkit.log.manager import LogManager
 if TYPE_CHECKING:
     from streamkit.broker.cluster.node import ClusterNode
     from streamkit.broker.metrics import BrokerMetrics
+    from streamkit.broker.security.authorizer import Authorizer
 
 __all__ = ["BrokerState", "ClientInfo"]
 
@@ -49,6 +50,8 @@ class BrokerState:
     # This broker's cluster membership (zookeeper.connect); None for a single broker.
     cluster: ClusterNode | None = None
     metrics: BrokerMetrics | None = None
+    # The ACL authorizer (authorizer.class.name); None: every request is allowed.
+    authorizer: Authorizer | None = None
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -71,3 +74,5 @@ class BrokerState:
 class ClientInfo:
     client_id: str
     host: str
+    # Who the connection authenticated as (Kafka's KafkaPrincipal, "User:alice").
+    principal: str = "User:ANONYMOUS"

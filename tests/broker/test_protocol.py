@@ -168,7 +168,8 @@ def test_supported_versions_table_is_final() -> None:
     # OffsetFetch v9, ListGroups v5
     # + the cluster's: OffsetForLeaderEpoch v2-v4, WriteTxnMarkers v1, ElectLeaders v0-v2,
     # AlterPartitionReassignments v0, ListPartitionReassignments v0
-    assert len(API_SPECS) == 179
+    # + the ACL APIs: DescribeAcls, CreateAcls, DeleteAcls v1-v3
+    assert len(API_SPECS) == 188
 
 
 # -- requests: every supported (api_key, version) ------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from streamkit.broker.handlers import (
+    acls,
     admin,
     cluster,
     consumer_groups,
@@ -13,10 +14,11 @@ from streamkit.broker.handlers import (
     txn,
 )
 from streamkit.broker.handlers.common import Handler
+from streamkit.broker.security.enforce import guarded
 
 __all__ = ["HANDLERS"]
 
-HANDLERS: dict[int, Handler] = {
+HANDLERS: dict[int, Handler] = guarded({
     0: data.produce,
     1: data.fetch,
     2: data.list_offsets,
@@ -41,6 +43,9 @@ HANDLERS: dict[int, Handler] = {
     26: txn.end_txn,
     27: txn.write_txn_markers,
     28: txn.txn_offset_commit,
+    29: acls.describe_acls,
+    30: acls.create_acls,
+    31: acls.delete_acls,
     32: admin.describe_configs,
     33: admin.alter_configs,
     37: admin.create_partitions,
@@ -61,4 +66,4 @@ HANDLERS: dict[int, Handler] = {
     90: share.describe_share_group_offsets,
     91: share.alter_share_group_offsets,
     92: share.delete_share_group_offsets,
-}
+})

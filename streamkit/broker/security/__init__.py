@@ -1,0 +1,14 @@
+"""Authorization (Kafka's ACLs) and client quotas: pure decisions over durable stores; the
+request handlers ask them through ``streamkit.broker.security.enforce``."""
+
+from streamkit.broker.security.acl import (
+    AclBinding,
+    AclBindingFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from streamkit.broker.security.authorizer import Authorizer
+
+__all__ = ["AclBinding", "AclBindingFilter", "Authorizer", "Operation", "PatternType", "Permission", "ResourceType"]

@@ -1,0 +1,205 @@
+"""ACLs end to end: a real broker process with Kafka's StandardAuthorizer settings, managed
+through confluent-kafka's AdminClient (CreateAcls, DescribeAcls, DeleteAcls), enforced on
+what real clients do.
+
+Until listeners authenticate, every connection is ``User:ANONYMOUS``: the tests grant and
+deny that principal (and others, which then do not match it), with
+``allow.everyone.if.no.acl.found=true`` so that resources without ACLs stay usable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from streamkit.testing import BrokerProcess
+
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+BROKER_SETTINGS = {"authorizer.class.name": STANDARD, "allow.everyone.if.no.acl.found": "true"}
+ANON = "User:ANONYMOUS"
+LIT, PRE = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def admin(broker: BrokerProcess) -> Iterator[AdminClient]:
+    yield AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def _acl(rtype: ResourceType, name: str, op: AclOperation, perm: AclPermissionType = ALLOW,
+         principal: str = ANON, pattern: ResourcePatternType = LIT, host: str = "*") -> AclBinding:
+    return AclBinding(rtype, name, pattern, principal, host, op, perm)
+
+
+def _create(admin: AdminClient, *acls: AclBinding) -> None:
+    for future in admin.create_acls(list(acls), request_timeout=10).values():
+        future.result()
+
+
+def _topic(admin: AdminClient, name: str, partitions: int = 1) -> None:
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+
+
+def _produce_error(bootstrap: str, topic: str, **conf: object) -> KafkaError | None:
+    errors: list[KafkaError | None] = []
+    p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 5000, **conf})
+    p.produce(topic, b"v", on_delivery=lambda err, _msg: errors.append(err))
+    p.flush(10)
+    assert errors, "no delivery report"
+    return errors[0]
+
+
+def _consume_error(bootstrap: str, topic: str, group: str) -> KafkaError:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "session.timeout.ms": 6000})
+    try:
+        c.subscribe([topic])
+        for _ in range(50):
+            msg = c.poll(0.2)
+            if msg is not None and msg.error() is not None:
+                return msg.error()
+        raise AssertionError("the consumer saw no error")
+    finally:
+        c.close()
+
+
+def test_acls_are_created_described_and_deleted(admin: AdminClient) -> None:
+    topic = _name("described")
+    wanted = [_acl(ResourceType.TOPIC, topic, AclOperation.READ, principal="User:alice"),
+              _acl(ResourceType.TOPIC, topic[:6], AclOperation.WRITE, DENY, principal="User:bob", pattern=PRE,
+                   host="10.1.2.3"),
+              _acl(ResourceType.GROUP, topic, AclOperation.ALL, principal="User:alice")]
+    _create(admin, *wanted)
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    assert set(wanted) <= set(admin.describe_acls(everything).result(10))
+    # MATCH: what applies to the topic, the prefixed one included, the group's not
+    match = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.MATCH, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    assert set(admin.describe_acls(match).result(10)) == set(wanted[:2])
+    by_bob = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:bob", None,
+                              AclOperation.ANY, AclPermissionType.ANY)
+    deleted = admin.delete_acls([by_bob])[by_bob].result(10)
+    assert deleted == [wanted[1]]
+    assert set(admin.describe_acls(match).result(10)) == {wanted[0]}
+
+
+def test_a_bad_acl_is_refused_with_invalid_request(admin: AdminClient) -> None:
+    # confluent-kafka names the CLUSTER resource type (4) BROKER
+    bad = _acl(ResourceType.BROKER, "not-the-cluster", AclOperation.ALTER)
+    with pytest.raises(KafkaException) as info:
+        _create(admin, bad)
+    assert info.value.args[0].code() == KafkaError.INVALID_REQUEST
+    assert "kafka-cluster" in info.value.args[0].str()
+
+
+def test_a_denied_topic_refuses_produce_and_fetch_and_others_still_work(broker: BrokerProcess,
+                                                                        admin: AdminClient) -> None:
+    locked, open_topic = _name("locked"), _name("open")
+    _topic(admin, locked)
+    _topic(admin, open_topic)
+    _create(admin, _acl(ResourceType.TOPIC, locked, AclOperation.WRITE, DENY),
+            _acl(ResourceType.TOPIC, locked, AclOperation.READ, DENY))
+    err = _produce_error(broker.bootstrap, locked)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert _produce_error(broker.bootstrap, open_topic) is None
+    err = _consume_error(broker.bootstrap, locked, _name("g"))
+    assert err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_a_topic_only_others_may_describe_is_absent_from_metadata(broker: BrokerProcess, admin: AdminClient) -> None:
+    private = _name("private")
+    _topic(admin, private, partitions=2)
+    assert private in admin.list_topics(timeout=10).topics
+    _create(admin, _acl(ResourceType.TOPIC, private, AclOperation.READ, principal="User:alice"))
+    assert private not in admin.list_topics(timeout=10).topics
+    named = admin.list_topics(private, timeout=10).topics[private]
+    assert named.error is not None and named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    err = _produce_error(broker.bootstrap, private)
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_group_and_transactional_id_acls(broker: BrokerProcess, admin: AdminClient) -> None:
+    topic, group, txn = _name("grouped"), _name("blocked-group"), _name("txn")
+    _topic(admin, topic)
+    _create(admin, _acl(ResourceType.GROUP, group, AclOperation.READ, DENY),
+            _acl(ResourceType.TRANSACTIONAL_ID, txn, AclOperation.WRITE, DENY))
+    err = _consume_error(broker.bootstrap, topic, group)
+    assert err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": txn})
+    with pytest.raises(KafkaException) as info:
+        producer.init_transactions(10)
+    assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_create_topics_needs_create_on_the_cluster_or_the_topic(admin: AdminClient) -> None:
+    prefix = _name("nocreate")
+    # Without CREATE on the cluster, CREATE on the topic decides (no ACL on it: allowed here).
+    # Once the cluster has an ACL, allow.everyone.if.no.acl.found no longer covers it: ALL
+    # keeps the rest of the cluster operations (CreateAcls, DescribeCluster...) allowed.
+    _create(admin, _acl(ResourceType.BROKER, "kafka-cluster", AclOperation.ALL),
+            _acl(ResourceType.BROKER, "kafka-cluster", AclOperation.CREATE, DENY),
+            _acl(ResourceType.TOPIC, prefix, AclOperation.CREATE, DENY, pattern=PRE))
+    refused, allowed = f"{prefix}-a", _name("creatable")
+    futures = admin.create_topics([NewTopic(refused, 1, 1), NewTopic(allowed, 1, 1)])
+    futures[allowed].result(10)
+    with pytest.raises(KafkaException) as info:
+        futures[refused].result(10)
+    assert info.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations_are_returned_when_asked(admin: AdminClient) -> None:
+    topic = _name("ops")
+    _topic(admin, topic)
+    _create(admin, _acl(ResourceType.TOPIC, topic, AclOperation.READ))  # only READ (and DESCRIBE) now
+    described = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic].result(10)
+    assert set(described.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(10)
+    assert AclOperation.ALTER in cluster.authorized_operations
+
+
+def test_acls_survive_a_restart_and_super_users_bypass_them(broker_factory: Callable[..., BrokerProcess]) -> None:
+    settings = dict(BROKER_SETTINGS)
+    b = broker_factory(settings)
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    _topic(admin, "kept")
+    _create(admin, _acl(ResourceType.TOPIC, "kept", AclOperation.WRITE, DENY))
+    assert _produce_error(b.bootstrap, "kept").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED  # type: ignore[union-attr]
+    b.stop()
+    b.settings["super.users"] = ANON
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    assert admin.describe_acls(everything).result(10) == [
+        _acl(ResourceType.TOPIC, "kept", AclOperation.WRITE, DENY)]
+    assert _produce_error(b.bootstrap, "kept") is None  # a super user is never denied
+    b.stop()
+    del b.settings["super.users"]
+    b.start()
+    assert _produce_error(b.bootstrap, "kept").code() == KafkaError.TOPIC_AUTHORIZATION_FAILED  # type: ignore[union-attr]
+
+
+def test_without_an_authorizer_acl_apis_answer_security_disabled(broker_factory: Callable[..., BrokerProcess]) -> None:
+    b = broker_factory({}, name="plain")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    with pytest.raises(KafkaException) as info:
+        _create(admin, _acl(ResourceType.TOPIC, "t", AclOperation.READ))
+    assert info.value.args[0].code() == KafkaError.SECURITY_DISABLED
