@@ -203,3 +203,35 @@ def test_without_an_authorizer_acl_apis_answer_security_disabled(broker_factory:
     with pytest.raises(KafkaException) as info:
         _create(admin, _acl(ResourceType.TOPIC, "t", AclOperation.READ))
     assert info.value.args[0].code() == KafkaError.SECURITY_DISABLED
+
+
+def test_the_acls_command_adds_lists_and_removes(broker: BrokerProcess, admin: AdminClient) -> None:
+    from tests.integration.test_cli import fails, ok
+
+    b = broker.bootstrap
+    topic, group = _name("cli"), _name("cli-group")
+    added = ok("acls", "add", "--allow-principal", "User:carol", "--consumer", "--topic", topic, "--group", group,
+               "-b", b).stdout
+    assert "added 3 ACL(s)" in added
+    ok("acls", "add", "--deny-principal", ANON, "--operation", "Write", "--topic", topic, "-b", b)
+    wanted = {_acl(ResourceType.TOPIC, topic, AclOperation.READ, principal="User:carol"),
+              _acl(ResourceType.TOPIC, topic, AclOperation.DESCRIBE, principal="User:carol"),
+              _acl(ResourceType.GROUP, group, AclOperation.READ, principal="User:carol"),
+              _acl(ResourceType.TOPIC, topic, AclOperation.WRITE, DENY)}
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    assert wanted <= set(admin.describe_acls(everything).result(10))
+    assert _produce_error(b, topic).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED  # type: ignore[union-attr]
+    listed = ok("acls", "list", "--topic", topic, "-b", b).stdout.splitlines()
+    assert f"TOPIC:LITERAL:{topic}  {ANON} DENY WRITE from host *" in listed
+    assert len(listed) == 3
+    removed = ok("acls", "remove", "--deny-principal", ANON, "--topic", topic, "-b", b).stdout
+    assert "removed 1 ACL(s)" in removed
+    # carol's ACLs still cover the topic: allow.everyone.if.no.acl.found no longer applies
+    assert _produce_error(b, topic).code() == KafkaError.TOPIC_AUTHORIZATION_FAILED  # type: ignore[union-attr]
+    assert "removed 2 ACL(s)" in ok("acls", "remove", "--topic", topic, "-b", b).stdout
+    assert _produce_error(b, topic) is None
+    assert "TYPE:NAME" in fails("acls", "add", "--allow-principal", "carol", "--topic", topic, "-b", b)
+    assert "unknown operation 'Fly'" in fails("acls", "add", "--allow-principal", "User:c", "--operation", "Fly",
+                                              "--topic", topic, "-b", b)
+    assert "name a resource" in fails("acls", "add", "--allow-principal", "User:c", "-b", b)
