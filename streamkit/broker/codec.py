@@ -109,6 +109,8 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     44: (0, 1),  # IncrementalAlterConfigs
     45: (0, 0),  # AlterPartitionReassignments (KIP-455)
     46: (0, 0),  # ListPartitionReassignments
+    48: (0, 1),  # DescribeClientQuotas (KIP-546)
+    49: (0, 1),  # AlterClientQuotas
     60: (0, 0),  # DescribeCluster
     65: (0, 0),  # DescribeTransactions
     66: (0, 1),  # ListTransactions (v2 adds a regular-expression filter)

@@ -38,6 +38,8 @@ from streamkit.broker.memory import RequestMemory
 from streamkit.broker.metrics import BrokerMetrics
 from streamkit.broker.producers import ProducerIds
 from streamkit.broker.security.authorizer import Authorizer, authorizer_enabled
+from streamkit.broker.security.quotas import ClientQuotas
+from streamkit.broker.security.throttling import MUTE_MS
 from streamkit.broker.share.coordinator import ShareCoordinator, ShareSettings
 from streamkit.broker.share.store import SHARE_STATE_TOPIC, ShareStateStore
 from streamkit.broker.state import BrokerState, ClientInfo
@@ -205,6 +207,8 @@ class Broker:
             coordinators.load_all()  # a single broker coordinates every partition
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
                                  producer_ids, waiters, clock, txns, group_configs, share, coordinators, markers)
+        self.state.quotas = ClientQuotas(meta, cfg.quota_window_num, cfg.quota_window_size_seconds)
+        self.state.quotas.load()
         if authorizer_enabled(cfg.authorizer_class_name):
             self.state.authorizer = Authorizer(meta, cfg.super_users, cfg.allow_everyone_if_no_acl_found)
             self.state.authorizer.load()
@@ -440,6 +444,11 @@ class Broker:
                 return True
             body = reply.get("__body__") or build(response_type_for(request), reply)
             writer.write(conn.encode_response(request, body))
+            if mute_ms := reply.get(MUTE_MS, 0):
+                # A client over its quota: answered, then nothing more is read from it for
+                # the throttle time (Kafka mutes the channel, KIP-219).
+                await writer.drain()
+                await asyncio.sleep(mute_ms / 1000)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from streamkit.broker.cluster.node import ClusterNode
     from streamkit.broker.metrics import BrokerMetrics
     from streamkit.broker.security.authorizer import Authorizer
+    from streamkit.broker.security.quotas import ClientQuotas
 
 __all__ = ["BrokerState", "ClientInfo"]
 
@@ -52,6 +53,8 @@ class BrokerState:
     metrics: BrokerMetrics | None = None
     # The ACL authorizer (authorizer.class.name); None: every request is allowed.
     authorizer: Authorizer | None = None
+    # Client quotas (AlterClientQuotas), durable; None only in tests that build a bare state.
+    quotas: ClientQuotas | None = None
 
     @property
     def coordinator(self) -> GroupCoordinator:

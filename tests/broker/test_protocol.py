@@ -169,7 +169,8 @@ def test_supported_versions_table_is_final() -> None:
     # + the cluster's: OffsetForLeaderEpoch v2-v4, WriteTxnMarkers v1, ElectLeaders v0-v2,
     # AlterPartitionReassignments v0, ListPartitionReassignments v0
     # + the ACL APIs: DescribeAcls, CreateAcls, DeleteAcls v1-v3
-    assert len(API_SPECS) == 188
+    # + DescribeClientQuotas, AlterClientQuotas v0-v1
+    assert len(API_SPECS) == 192
 
 
 # -- requests: every supported (api_key, version) ------------------------------------

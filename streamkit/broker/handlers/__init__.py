@@ -10,15 +10,17 @@ from streamkit.broker.handlers import (
     data,
     groups,
     leaders,
+    quotas,
     share,
     txn,
 )
 from streamkit.broker.handlers.common import Handler
 from streamkit.broker.security.enforce import guarded
+from streamkit.broker.security.throttling import throttled
 
 __all__ = ["HANDLERS"]
 
-HANDLERS: dict[int, Handler] = guarded({
+HANDLERS: dict[int, Handler] = throttled(guarded({
     0: data.produce,
     1: data.fetch,
     2: data.list_offsets,
@@ -54,6 +56,8 @@ HANDLERS: dict[int, Handler] = guarded({
     44: admin.incremental_alter_configs,
     45: leaders.alter_partition_reassignments,
     46: leaders.list_partition_reassignments,
+    48: quotas.describe_client_quotas,
+    49: quotas.alter_client_quotas,
     60: cluster.describe_cluster,
     65: txn.describe_transactions,
     66: txn.list_transactions,
@@ -66,4 +70,4 @@ HANDLERS: dict[int, Handler] = guarded({
     90: share.describe_share_group_offsets,
     91: share.alter_share_group_offsets,
     92: share.delete_share_group_offsets,
-})
+}))
