@@ -235,3 +235,67 @@ def test_the_acls_command_adds_lists_and_removes(broker: BrokerProcess, admin: A
     assert "unknown operation 'Fly'" in fails("acls", "add", "--allow-principal", "User:c", "--operation", "Fly",
                                               "--topic", topic, "-b", b)
     assert "name a resource" in fails("acls", "add", "--allow-principal", "User:c", "-b", b)
+
+
+def test_kafka_python_admin_manages_acls(broker: BrokerProcess) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.admin import (
+            ACL,
+            ACLFilter,
+            ACLOperation,
+            ACLPermissionType,
+            ACLResourcePatternType,
+            KafkaAdminClient,
+            ResourcePattern,
+            ResourcePatternFilter,
+        )
+        from kafka.admin import ResourceType as KResourceType
+
+    topic = _name("kp")
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        acl = ACL("User:dave", "*", ACLOperation.WRITE, ACLPermissionType.ALLOW,
+                  ResourcePattern(KResourceType.TOPIC, topic, ACLResourcePatternType.PREFIXED))
+        created = client.create_acls([acl])
+        assert created["succeeded"] == [acl] and not created["failed"]
+        by_dave = ACLFilter("User:dave", None, ACLOperation.ANY, ACLPermissionType.ANY,
+                            ResourcePatternFilter(KResourceType.ANY, None, ACLResourcePatternType.ANY))
+        found, error = client.describe_acls(by_dave)
+        assert found == [acl] and error.errno == 0
+        [(_filter, deleted, error)] = client.delete_acls([by_dave])
+        assert deleted == [acl] and error.errno == 0
+        assert client.describe_acls(by_dave)[0] == []
+    finally:
+        client.close()
+
+
+def test_a_closed_broker_grants_only_what_acls_allow(broker_factory: Callable[..., BrokerProcess]) -> None:
+    """allow.everyone.if.no.acl.found=false (Kafka's default): ACLs are set up while
+    ANONYMOUS is a super user, then the broker restarts without it."""
+    settings = {"authorizer.class.name": STANDARD, "super.users": ANON}
+    b = broker_factory(settings, name="closed")
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for name in ("w-1", "other"):
+        _topic(admin, name)
+    _create(admin, _acl(ResourceType.TOPIC, "w-", AclOperation.WRITE, pattern=PRE))
+    b.stop()
+    del b.settings["super.users"]
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    # an idempotent producer may start with WRITE on some topic (KIP-679), and write there only
+    assert _produce_error(b.bootstrap, "w-1", **{"enable.idempotence": True}) is None
+    err = _produce_error(b.bootstrap, "other", **{"enable.idempotence": True})
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert set(admin.list_topics(timeout=10).topics) == {"w-1"}  # WRITE implies DESCRIBE
+    err = _consume_error(b.bootstrap, "w-1", "any-group")
+    assert err.code() in (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(KafkaException) as info:
+        _create(admin, _acl(ResourceType.TOPIC, "*", AclOperation.ALL))
+    assert info.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    producer = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "no-such-right"})
+    with pytest.raises(KafkaException) as txn:
+        producer.init_transactions(10)
+    assert txn.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
