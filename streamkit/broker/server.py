@@ -40,6 +40,7 @@ from streamkit.broker.producers import ProducerIds
 from streamkit.broker.security.authorizer import Authorizer, authorizer_enabled
 from streamkit.broker.security.quotas import ClientQuotas
 from streamkit.broker.security.throttling import MUTE_MS
+from streamkit.broker.security.zk_acls import ZkAclStore
 from streamkit.broker.share.coordinator import ShareCoordinator, ShareSettings
 from streamkit.broker.share.store import SHARE_STATE_TOPIC, ShareStateStore
 from streamkit.broker.state import BrokerState, ClientInfo
@@ -114,6 +115,7 @@ class Broker:
         self._dir_lock = DirectoryLock(self.data_dir)
         self._metrics_http: HttpServer | None = None
         self._marker_sender: MarkerSender | None = None
+        self._acl_store: ZkAclStore | None = None
 
     @property
     def port(self) -> int:
@@ -210,12 +212,15 @@ class Broker:
         self.state.quotas = ClientQuotas(meta, cfg.quota_window_num, cfg.quota_window_size_seconds)
         self.state.quotas.load()
         if authorizer_enabled(cfg.authorizer_class_name):
-            self.state.authorizer = Authorizer(meta, cfg.super_users, cfg.allow_everyone_if_no_acl_found)
+            # A cluster's ACLs are in ZooKeeper (loaded once it has joined), a broker's on disk.
+            self.state.authorizer = Authorizer(None if clustered else meta, cfg.super_users,
+                                               cfg.allow_everyone_if_no_acl_found)
             self.state.authorizer.load()
         if cfg.metrics_listener:
             await self._serve_metrics(cfg.metrics_listener)
         if clustered:
             await self._join_cluster(cluster_settings)
+            await self._cluster_acls()
         groups.start()
         if cfg.log_cleaner_enable:
             logs.start_cleaner()
@@ -272,6 +277,15 @@ class Broker:
             raise
         state.cluster_id = node.cluster_id
 
+    async def _cluster_acls(self) -> None:
+        state = self.state
+        assert state is not None and state.cluster is not None
+        if state.authorizer is None:
+            return
+        self._acl_store = ZkAclStore(state.cluster.zk, state.authorizer.replace)
+        await self._acl_store.start()
+        state.authorizer.remote = self._acl_store
+
     def _coordinate_leaders(self, state: BrokerState, node: ClusterNode) -> None:
         """A cluster member coordinates the internal-topic partitions it leads: their
         stores append as leader, transaction markers go to partition leaders, and each
@@ -311,6 +325,8 @@ class Broker:
         """Stop serving, then close every log cleanly (flush, checkpoint, clean marker). A
         cluster member first hands its leaderships over (controlled shutdown) while it still
         serves, then leaves the cluster."""
+        if self._acl_store is not None:
+            await self._acl_store.stop()
         if self.state is not None and self.state.cluster is not None:
             await self.state.cluster.stop()
             if self._marker_sender is not None:

@@ -70,7 +70,7 @@ async def create_acls(state: BrokerState, req: Request, client: ClientInfo) -> R
         except AclError as exc:
             results.append({"error_code": ErrorCode.invalid_request, "error_message": str(exc)})
     if valid:
-        state.authorizer.add(valid)
+        await state.authorizer.create(valid)
     return {"throttle_time": 0, "results": results}
 
 
@@ -115,7 +115,7 @@ async def delete_acls(state: BrokerState, req: Request, client: ClientInfo) -> R
             parsed.append(_filter(f))
         except AclError as exc:
             parsed.append(exc)
-    removed = state.authorizer.delete([f for f in parsed if isinstance(f, AclBindingFilter)])
+    removed = await state.authorizer.remove([f for f in parsed if isinstance(f, AclBindingFilter)])
     results: list[dict[str, Any]] = []
     for f in parsed:
         if isinstance(f, AclError):

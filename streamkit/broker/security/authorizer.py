@@ -9,7 +9,8 @@ pattern covers the resource (LITERAL name, LITERAL ``*``, or a PREFIXED prefix),
 principal is the request's or ``User:*``, and its host is the client's or ``*``. When no
 binding at all covers the resource, ``allow.everyone.if.no.acl.found`` decides.
 
-The bindings live in ``<data dir>/.meta/acls.json``, written atomically on each change.
+The bindings live in ``<data dir>/.meta/acls.json``, written atomically on each change; a
+cluster member keeps them in ZooKeeper instead (``remote``, see ``zk_acls``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from streamkit.broker.security.acl import (
     IMPLIED_BY,
@@ -45,6 +46,12 @@ AUTHORIZER_CLASSES: Final = (
 _FILE = "acls.json"
 
 
+class RemoteAcls(Protocol):
+    """Where a cluster keeps its ACLs; it calls ``Authorizer.replace`` with what it holds."""
+
+    async def change(self, add: Iterable[AclBinding] = (), remove: Iterable[AclBinding] = ()) -> None: ...
+
+
 def authorizer_enabled(class_name: str) -> bool:
     return class_name.strip() in AUTHORIZER_CLASSES
 
@@ -61,6 +68,7 @@ class Authorizer:
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._bindings: dict[AclBinding, None] = {}  # insertion-ordered set
         self._lock = threading.Lock()
+        self.remote: RemoteAcls | None = None
 
     # -- store -----------------------------------------------------------------------------
 
@@ -87,6 +95,25 @@ class Authorizer:
             for b in bindings:
                 self._bindings[b] = None
             self._save()
+
+    def replace(self, bindings: Iterable[AclBinding]) -> None:
+        """The whole set, as the cluster's store holds it (not written locally)."""
+        self._bindings = dict.fromkeys(bindings)
+
+    async def create(self, bindings: list[AclBinding]) -> None:
+        """CreateAcls: into the cluster's store when there is one, else the local file."""
+        if self.remote is not None:
+            await self.remote.change(add=bindings)
+        else:
+            self.add(bindings)
+
+    async def remove(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        """DeleteAcls: what each filter matched, removed (see ``delete``)."""
+        if self.remote is None:
+            return self.delete(filters)
+        removed = [self.describe(f) for f in filters]
+        await self.remote.change(remove={b for group in removed for b in group})
+        return removed
 
     def describe(self, flt: AclBindingFilter) -> list[AclBinding]:
         return [b for b in self._bindings if flt.matches(b)]
