@@ -3,7 +3,8 @@
 After a request is handled, its usage is recorded against the quotas that apply to the
 connection's user (its principal's name) and client id: the request's bytes for Produce
 (``producer_byte_rate``), the records returned for a consumer's Fetch
-(``consumer_byte_rate``), and the time spent handling it for every API
+(``consumer_byte_rate``; a throttled Fetch returns no records, as Kafka's does), and the
+time spent handling it for every API
 (``request_percentage``: percent of one second per second; the long-polling Fetch and
 ShareFetch count no time, their wait is not work). A client over a quota gets the
 response at once with ``throttle_time_ms`` set, then its connection is muted for that
@@ -50,6 +51,13 @@ def _records_size(reply: Mapping[str, Any]) -> int:
     return sum(len(p.get("records") or b"") for t in reply["responses"] for p in t["partitions"])
 
 
+def _without_records(reply: Mapping[str, Any]) -> dict[str, Any]:
+    body = reply.get("__body__")
+    if body is not None:
+        return {**reply, "__body__": dataclasses.replace(body, responses=())}
+    return {**reply, "responses": []}
+
+
 def _is_consumer_fetch(req: Request) -> bool:
     replica_state = field(req.body, "replica_state")
     replica = int(replica_state.replica_id) if replica_state is not None else int(field(req.body, "replica_id", -1))
@@ -78,7 +86,13 @@ def _throttle(api_key: int, inner: Handler) -> Handler:
         if api_key == _PRODUCE:
             throttle_ms = quotas.record(user, client_id, PRODUCER_BYTE_RATE, req.raw_size, now)
         elif api_key == _FETCH and reply is not None and _is_consumer_fetch(req):
-            throttle_ms = quotas.record(user, client_id, CONSUMER_BYTE_RATE, _records_size(reply), now)
+            size = _records_size(reply)
+            throttle_ms = quotas.record(user, client_id, CONSUMER_BYTE_RATE, size, now)
+            if throttle_ms > 0:
+                # Kafka's throttled fetch: nothing is returned (and so nothing counted); the
+                # client fetches the same offsets again once the throttle time is over.
+                quotas.record(user, client_id, CONSUMER_BYTE_RATE, -size, now)
+                reply = _without_records(reply)
         if api_key not in _LONG_POLLS:
             throttle_ms = max(throttle_ms, quotas.record(user, client_id, REQUEST_PERCENTAGE,
                                                          spent * _NANOS_TO_PERCENT, now))
