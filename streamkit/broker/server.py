@@ -41,6 +41,7 @@ from streamkit.broker.security.authorizer import Authorizer, authorizer_enabled
 from streamkit.broker.security.quotas import ClientQuotas
 from streamkit.broker.security.throttling import MUTE_MS
 from streamkit.broker.security.zk_acls import ZkAclStore
+from streamkit.broker.security.zk_quotas import ZkQuotaStore
 from streamkit.broker.share.coordinator import ShareCoordinator, ShareSettings
 from streamkit.broker.share.store import SHARE_STATE_TOPIC, ShareStateStore
 from streamkit.broker.state import BrokerState, ClientInfo
@@ -116,6 +117,7 @@ class Broker:
         self._metrics_http: HttpServer | None = None
         self._marker_sender: MarkerSender | None = None
         self._acl_store: ZkAclStore | None = None
+        self._quota_store: ZkQuotaStore | None = None
 
     @property
     def port(self) -> int:
@@ -209,7 +211,9 @@ class Broker:
             coordinators.load_all()  # a single broker coordinates every partition
         self.state = BrokerState(cfg, _cluster_id(meta), self.host, self.port, logs, topics, groups,
                                  producer_ids, waiters, clock, txns, group_configs, share, coordinators, markers)
-        self.state.quotas = ClientQuotas(meta, cfg.quota_window_num, cfg.quota_window_size_seconds)
+        # A cluster's quotas are in ZooKeeper (loaded once it has joined), a broker's on disk.
+        self.state.quotas = ClientQuotas(None if clustered else meta, cfg.quota_window_num,
+                                         cfg.quota_window_size_seconds)
         self.state.quotas.load()
         if authorizer_enabled(cfg.authorizer_class_name):
             # A cluster's ACLs are in ZooKeeper (loaded once it has joined), a broker's on disk.
@@ -220,7 +224,7 @@ class Broker:
             await self._serve_metrics(cfg.metrics_listener)
         if clustered:
             await self._join_cluster(cluster_settings)
-            await self._cluster_acls()
+            await self._cluster_security()
         groups.start()
         if cfg.log_cleaner_enable:
             logs.start_cleaner()
@@ -277,9 +281,13 @@ class Broker:
             raise
         state.cluster_id = node.cluster_id
 
-    async def _cluster_acls(self) -> None:
+    async def _cluster_security(self) -> None:
+        """A cluster member's ACLs and client quotas are the cluster's, in ZooKeeper."""
         state = self.state
-        assert state is not None and state.cluster is not None
+        assert state is not None and state.cluster is not None and state.quotas is not None
+        self._quota_store = ZkQuotaStore(state.cluster.zk, state.quotas.replace)
+        await self._quota_store.start()
+        state.quotas.remote = self._quota_store
         if state.authorizer is None:
             return
         self._acl_store = ZkAclStore(state.cluster.zk, state.authorizer.replace)
@@ -325,8 +333,9 @@ class Broker:
         """Stop serving, then close every log cleanly (flush, checkpoint, clean marker). A
         cluster member first hands its leaderships over (controlled shutdown) while it still
         serves, then leaves the cluster."""
-        if self._acl_store is not None:
-            await self._acl_store.stop()
+        for store in (self._acl_store, self._quota_store):
+            if store is not None:
+                await store.stop()
         if self.state is not None and self.state.cluster is not None:
             await self.state.cluster.stop()
             if self._marker_sender is not None:

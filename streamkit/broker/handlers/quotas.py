@@ -59,5 +59,5 @@ async def alter_client_quotas(state: BrokerState, req: Request, client: ClientIn
         changes.append((ent, ops))
         results.append({"error_code": ErrorCode.none, "error_message": None, "entity": shown})
     if changes and not req.body.validate_only:
-        quotas.alter(changes)
+        await quotas.apply(changes)
     return {"throttle_time": 0, "entries": results}

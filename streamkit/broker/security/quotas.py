@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from streamkit.log.checkpoint import write_atomically
 
@@ -52,6 +52,12 @@ _FILE = "client-quotas.json"
 
 # An entity: (entity type, name) pairs in the order user, client-id; name None is <default>.
 Entity = tuple[tuple[str, str | None], ...]
+
+
+class RemoteQuotas(Protocol):
+    """Where a cluster keeps its quotas; it calls ``ClientQuotas.replace`` with what it holds."""
+
+    async def change(self, changes: list[tuple[Entity, list[tuple[str, float | None]]]]) -> None: ...
 
 
 class QuotaError(ValueError):
@@ -137,6 +143,7 @@ class ClientQuotas:
         self._quotas: dict[Entity, dict[str, float]] = {}
         self._sensors: dict[tuple[str, str, str], RateSensor] = {}
         self._lock = threading.Lock()
+        self.remote: RemoteQuotas | None = None
 
     # -- store -----------------------------------------------------------------------------
 
@@ -168,6 +175,18 @@ class ClientQuotas:
                 raise QuotaError(f"unsupported quota key {key!r}: one of {', '.join(QUOTA_KEYS)}")
             if value is not None and value <= 0:
                 raise QuotaError(f"{key} must be positive, not {value}")
+
+    def replace(self, entries: Mapping[Entity, Mapping[str, float]]) -> None:
+        """All quotas, as the cluster's store holds them (not written locally)."""
+        self._quotas = {ent: dict(values) for ent, values in entries.items() if values}
+        self._sensors.clear()
+
+    async def apply(self, changes: list[tuple[Entity, list[tuple[str, float | None]]]]) -> None:
+        """AlterClientQuotas: into the cluster's store when there is one, else ``alter``."""
+        if self.remote is not None:
+            await self.remote.change(changes)
+        else:
+            self.alter(changes)
 
     def alter(self, changes: list[tuple[Entity, list[tuple[str, float | None]]]]) -> None:
         """Sets (value) or removes (None) each key of each entity; one durable write."""

@@ -11,13 +11,11 @@ broker watches both and reloads the ACLs when one appears.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 from collections.abc import Callable, Iterable
 from typing import Final
 
-from streamkit.broker.cluster.zk import SessionEvent, ZkClient
+from streamkit.broker.cluster.zk import ZkClient
 from streamkit.broker.security.acl import (
     AclBinding,
     Operation,
@@ -25,10 +23,9 @@ from streamkit.broker.security.acl import (
     Permission,
     ResourceType,
 )
+from streamkit.broker.security.zk_follow import ZkFollower, notify
 
 __all__ = ["ZkAclStore", "decode_acls", "encode_acls", "resource_path"]
-
-log = logging.getLogger(__name__)
 
 LITERAL_ROOT: Final = "/kafka-acl"
 PREFIXED_ROOT: Final = "/kafka-acl-extended/prefixed"
@@ -85,40 +82,16 @@ class ZkAclStore:
     def __init__(self, zk: ZkClient, on_change: Callable[[list[AclBinding]], None]) -> None:
         self.zk = zk
         self.on_change = on_change
-        self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._follower = ZkFollower(zk, (LITERAL_ROOT, PREFIXED_ROOT, LITERAL_CHANGES, EXTENDED_CHANGES),
+                                    self._reload, "ACLs")
 
     async def start(self) -> None:
-        for path in (LITERAL_ROOT, PREFIXED_ROOT, LITERAL_CHANGES, EXTENDED_CHANGES):
-            await self.zk.create(path)
-        await self._reload()
-        self.zk.on_session(self._session)
-        self._task = asyncio.create_task(self._follow(), name="streamkit-acl-changes")
+        await self._follower.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    def _session(self, event: SessionEvent) -> None:
-        if event.new_session:
-            self._changed.set()  # a new session lost the watches: read everything again
-
-    async def _follow(self) -> None:
-        while True:
-            await self._changed.wait()
-            try:
-                await self._reload()
-            except Exception:
-                log.exception("could not reload the ACLs from ZooKeeper; retrying")
-                await asyncio.sleep(1)
-                self._changed.set()
+        await self._follower.stop()
 
     async def _reload(self) -> None:
-        self._changed.clear()
-        for path in (LITERAL_CHANGES, EXTENDED_CHANGES):
-            await self.zk.children(path, self._changed.set)
         self.on_change(await self.load())
 
     async def load(self) -> list[AclBinding]:
@@ -146,7 +119,7 @@ class ZkAclStore:
         for resource in {*adding, *removing}:
             await self._update(resource, adding.get(resource, []), removing.get(resource, set()))
             await self._notify(resource)
-        await self._reload()
+        await self._follower.refresh()
 
     async def _update(self, resource: Resource, add: list[AclBinding], remove: set[AclBinding]) -> None:
         path = resource_path(resource)
@@ -168,4 +141,4 @@ class ZkAclStore:
             parent = EXTENDED_CHANGES
             data = json.dumps({"version": 1, "resourceType": _TYPE_NAMES[rtype], "name": name,
                                "patternType": pattern.name}).encode()
-        await asyncio.to_thread(self.zk.client.create, f"{parent}/{_CHANGE}", data, sequence=True, makepath=True)
+        await notify(self.zk, parent, _CHANGE, data)

@@ -1,9 +1,11 @@
-"""A cluster's ACLs live in ZooKeeper in Kafka's layout: an ACL created through one broker
-is enforced by every broker, survives a broker's restart, and is where Kafka keeps it."""
+"""A cluster's ACLs and client quotas live in ZooKeeper in Kafka's layout: what one broker
+takes, every broker enforces, after a broker's restart too, and it is where Kafka keeps it."""
 
 from __future__ import annotations
 
 import json
+import warnings
+from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import (
@@ -82,3 +84,52 @@ def test_an_acl_taken_by_one_broker_is_enforced_by_all(cluster: BrokerCluster, z
     assert set(deleted) == {deny, prefixed}
     for broker in cluster.brokers:
         wait_until(lambda b=broker: _visible(b.bootstrap, topic), 20, f"{topic} visible again on {broker.bootstrap}")
+
+
+def _quota_request(client: Any, request: Any, node_id: int) -> Any:
+    return client._manager.run(client._manager.send, request, node_id)
+
+
+def test_client_quotas_taken_by_one_broker_hold_on_all(cluster: BrokerCluster) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.admin import KafkaAdminClient
+        from kafka.protocol.admin import AlterClientQuotasRequest as Alter
+        from kafka.protocol.admin import DescribeClientQuotasRequest as Describe
+
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        entry = Alter.EntryData(
+            entity=[Alter.EntryData.EntityData(entity_type="user", entity_name="al/ice"),
+                    Alter.EntryData.EntityData(entity_type="client-id", entity_name=None)],
+            ops=[Alter.EntryData.OpData(key="producer_byte_rate", value=1024.0, remove=False)])
+        response = _quota_request(client, Alter(entries=[entry], validate_only=False), 0)
+        assert response.entries[0].error_code == 0
+
+        def described(node: int) -> dict[Any, Any]:
+            got = _quota_request(client, Describe(components=[], strict=False), node)
+            return {tuple((e.entity_type, e.entity_name) for e in entry.entity):
+                    {v.key: v.value for v in entry.values} for entry in got.entries}
+
+        wanted = {(("user", "al/ice"), ("client-id", None)): {"producer_byte_rate": 1024.0}}
+        for node in (0, 1):
+            wait_until(lambda n=node: described(n) == wanted, 20, f"the quota on broker {node}")
+        zk = KazooClient(hosts=cluster.zookeeper_connect)
+        zk.start()
+        try:
+            data, _stat = zk.get("/config/users/al%2Fice/clients/<default>")
+            assert json.loads(data) == {"version": 1, "config": {"producer_byte_rate": "1024"}}
+        finally:
+            zk.stop()
+            zk.close()
+        cluster.stop(1)
+        cluster.start(1)
+        client.close()
+        client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)  # knows broker 1 again
+        assert described(1) == wanted
+        removal = Alter.EntryData(entity=entry.entity, ops=[
+            Alter.EntryData.OpData(key="producer_byte_rate", value=0.0, remove=True)])
+        assert _quota_request(client, Alter(entries=[removal], validate_only=False), 1).entries[0].error_code == 0
+        wait_until(lambda: described(0) == {}, 20, "the quota removed on broker 0")
+    finally:
+        client.close()
