@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -66,9 +74,12 @@ def _produce_error(bootstrap: str, topic: str, **conf: object) -> KafkaError | N
     return errors[0]
 
 
-def _consume_error(bootstrap: str, topic: str, group: str) -> KafkaError:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "session.timeout.ms": 6000})
+def _consume_error(bootstrap: str, topic: str, group: str, **conf: object) -> KafkaError:
+    settings: dict[str, object] = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                                   **conf}
+    if "group.protocol" not in conf:
+        settings["session.timeout.ms"] = 6000
+    c = Consumer(settings)
     try:
         c.subscribe([topic])
         for _ in range(50):
@@ -299,3 +310,52 @@ def test_a_closed_broker_grants_only_what_acls_allow(broker_factory: Callable[..
     with pytest.raises(KafkaException) as txn:
         producer.init_transactions(10)
     assert txn.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_admin_apis_refuse_a_denied_topic_and_group(broker: BrokerProcess, admin: AdminClient) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        OffsetSpec,
+    )
+    from confluent_kafka.admin import ResourceType as ConfigType
+
+    denied, partial, group = _name("denied-admin"), _name("partial-admin"), _name("denied-group")
+    _topic(admin, denied)
+    _topic(admin, partial)
+    # partial: everything but what these APIs need (DESCRIBE stays, so clients find its leader)
+    _create(admin, _acl(ResourceType.TOPIC, denied, AclOperation.ALL, DENY),
+            _acl(ResourceType.TOPIC, partial, AclOperation.ALL),
+            *[_acl(ResourceType.TOPIC, partial, op, DENY) for op in (
+                AclOperation.DELETE, AclOperation.ALTER, AclOperation.ALTER_CONFIGS, AclOperation.DESCRIBE_CONFIGS)],
+            _acl(ResourceType.GROUP, group, AclOperation.ALL, DENY))
+
+    def code(future: Any) -> int:
+        with pytest.raises(KafkaException) as info:
+            future.result(10)
+        return int(info.value.args[0].code())
+
+    topic_denied = KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code(admin.describe_topics(TopicCollection([denied]))[denied]) == topic_denied
+    resource = ConfigResource(ConfigType.TOPIC, partial)
+    assert code(admin.describe_configs([resource])[resource]) == topic_denied
+    altered = ConfigResource(ConfigType.TOPIC, partial, incremental_configs=[
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    assert code(admin.incremental_alter_configs([altered])[altered]) == topic_denied
+    assert code(admin.create_partitions([NewPartitions(partial, 2)])[partial]) == topic_denied
+    tp = TopicPartition(partial, 0, 0)
+    assert code(admin.delete_records([tp])[tp]) == topic_denied
+    assert code(admin.delete_topics([partial])[partial]) == topic_denied
+    tp = TopicPartition(partial, 0)
+    assert admin.list_offsets({tp: OffsetSpec.latest()})[tp].result(10).offset == 0  # DESCRIBE is enough
+    group_denied = KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert code(admin.describe_consumer_groups([group])[group]) == group_denied
+    assert code(admin.delete_consumer_groups([group])[group]) == group_denied
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])
+    assert code(offsets[group]) == group_denied
+    # a KIP-848 consumer's heartbeat needs READ on its group
+    err = _consume_error(broker.bootstrap, _name("open-topic"), group, **{"group.protocol": "consumer"})
+    assert err.code() == group_denied

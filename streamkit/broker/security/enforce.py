@@ -138,6 +138,8 @@ def _name(item: Any) -> str:
 
 def _topic_by_id(gate: _Gate) -> Callable[[Any], str | None]:
     def name_of(item: Any) -> str | None:
+        if isinstance(item, str):
+            return item
         name = field(item, "name", None) or field(item, "topic", None)
         if name:
             return str(name)
@@ -166,7 +168,11 @@ async def _produce(gate: _Gate, req: Request, inner: Inner) -> Reply:
 async def _fetch(gate: _Gate, req: Request, inner: Inner) -> Reply:
     if _replica_id(req.body) >= 0:
         if not gate.allows(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):
-            return refuse(_with(req, forgotten_topics_data=()), _TOPIC_DENIED)
+            # Kafka's answer to a follower without CLUSTER_ACTION: every partition refused.
+            refused = refuse(req, _TOPIC_DENIED)
+            assert refused is not None
+            body = refused["__body__"]
+            return {"__body__": dataclasses.replace(body, error_code=_NONE) if hasattr(body, "error_code") else body}
         return await gate.call(inner, req)
     return await _split(gate, req, inner, "topics", "responses", _name, gate.topic(Operation.READ))
 
