@@ -291,7 +291,10 @@ def test_a_closed_broker_grants_only_what_acls_allow(broker_factory: Callable[..
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     for name in ("w-1", "other"):
         _topic(admin, name)
-    _create(admin, _acl(ResourceType.TOPIC, "w-", AclOperation.WRITE, pattern=PRE))
+    _create(admin, _acl(ResourceType.TOPIC, "w-", AclOperation.WRITE, pattern=PRE),
+            _acl(ResourceType.TOPIC, "w-", AclOperation.READ, pattern=PRE),
+            _acl(ResourceType.GROUP, "g-ok", AclOperation.READ),
+            _acl(ResourceType.TRANSACTIONAL_ID, "txn-ok", AclOperation.WRITE))
     b.stop()
     del b.settings["super.users"]
     b.start()
@@ -306,6 +309,36 @@ def test_a_closed_broker_grants_only_what_acls_allow(broker_factory: Callable[..
     with pytest.raises(KafkaException) as info:
         _create(admin, _acl(ResourceType.TOPIC, "*", AclOperation.ALL))
     assert info.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # what the ACLs allow works end to end: a transaction with its consumer offsets, a group
+    txn = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "txn-ok"})
+    txn.init_transactions(10)
+    txn.begin_transaction()
+    txn.produce("w-1", b"in-txn")
+    group_meta = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g-ok"}).consumer_group_metadata()
+    txn.send_offsets_to_transaction([TopicPartition("w-1", 0, 0)], group_meta, 10)
+    txn.commit_transaction(10)
+    reader = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "g-ok", "auto.offset.reset": "earliest",
+                       "isolation.level": "read_committed", "session.timeout.ms": 6000})
+    try:
+        reader.subscribe(["w-1"])
+        values = []
+        for _ in range(100):
+            msg = reader.poll(0.2)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+            if b"in-txn" in values:
+                break
+        assert b"in-txn" in values
+        reader.commit(asynchronous=False)
+    finally:
+        reader.close()
+    # nor may a transaction write a topic without WRITE on it
+    failures: list[KafkaError] = []
+    txn.begin_transaction()
+    txn.produce("other", b"refused", on_delivery=lambda err, _m: failures.append(err))
+    with pytest.raises(KafkaException):
+        txn.commit_transaction(10)
+    assert [f.code() for f in failures] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
     producer = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "no-such-right"})
     with pytest.raises(KafkaException) as txn:
         producer.init_transactions(10)
