@@ -67,6 +67,9 @@ class Authorizer:
         self.super_users = _superusers(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._bindings: dict[AclBinding, None] = {}  # insertion-ordered set
+        # Looked up on every request: LITERAL bindings by (type, name), PREFIXED by type.
+        self._literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+        self._prefixed: dict[ResourceType, list[AclBinding]] = {}
         self._lock = threading.Lock()
         self.remote: RemoteAcls | None = None
 
@@ -76,7 +79,7 @@ class Authorizer:
         if self.path is None or not self.path.exists():
             return
         entries = json.loads(self.path.read_text())
-        self._bindings = {_binding(e): None for e in entries}
+        self._set({_binding(e): None for e in entries})
 
     def _save(self) -> None:
         if self.path is None:
@@ -92,13 +95,23 @@ class Authorizer:
     def add(self, bindings: Iterable[AclBinding]) -> None:
         """Adds the (already checked) bindings; one durable write for all of them."""
         with self._lock:
-            for b in bindings:
-                self._bindings[b] = None
+            self._set({**self._bindings, **dict.fromkeys(bindings)})
             self._save()
+
+    def _set(self, bindings: dict[AclBinding, None]) -> None:
+        literal: dict[tuple[ResourceType, str], list[AclBinding]] = {}
+        prefixed: dict[ResourceType, list[AclBinding]] = {}
+        for b in bindings:
+            if b.pattern_type == PatternType.PREFIXED:
+                prefixed.setdefault(b.resource_type, []).append(b)
+            else:
+                literal.setdefault((b.resource_type, b.resource_name), []).append(b)
+        # One assignment each: a request on the loop never sees half of a change.
+        self._bindings, self._literal, self._prefixed = bindings, literal, prefixed
 
     def replace(self, bindings: Iterable[AclBinding]) -> None:
         """The whole set, as the cluster's store holds it (not written locally)."""
-        self._bindings = dict.fromkeys(bindings)
+        self._set(dict.fromkeys(bindings))
 
     async def create(self, bindings: list[AclBinding]) -> None:
         """CreateAcls: into the cluster's store when there is one, else the local file."""
@@ -125,7 +138,7 @@ class Authorizer:
             removed = [[b for b in self._bindings if f.matches(b)] for f in filters]
             gone = {b for group in removed for b in group}
             if gone:
-                self._bindings = {b: None for b in self._bindings if b not in gone}
+                self._set({b: None for b in self._bindings if b not in gone})
                 self._save()
             return removed
 
@@ -135,7 +148,8 @@ class Authorizer:
                   name: str) -> bool:
         if principal in self.super_users:
             return True
-        covering = [b for b in self._bindings if b.applies_to(resource_type, name)]
+        covering = [*self._literal.get((resource_type, name), ()), *self._literal.get((resource_type, WILDCARD), ()),
+                    *(b for b in self._prefixed.get(resource_type, ()) if name.startswith(b.resource_name))]
         if not covering:
             return self.allow_everyone_if_no_acl_found
         matching = [b for b in covering if b.principal in (principal, WILDCARD_PRINCIPAL) and b.host in (host, WILDCARD)]
