@@ -392,3 +392,46 @@ def test_admin_apis_refuse_a_denied_topic_and_group(broker: BrokerProcess, admin
     # a KIP-848 consumer's heartbeat needs READ on its group
     err = _consume_error(broker.bootstrap, _name("open-topic"), group, **{"group.protocol": "consumer"})
     assert err.code() == group_denied
+
+
+def test_share_groups_need_read_on_the_group(broker: BrokerProcess, admin: AdminClient) -> None:
+    from confluent_kafka import ShareConsumer
+
+    from tests.integration.test_share_groups import _start_from_earliest
+
+    topic, allowed, denied = _name("shared"), _name("share-ok"), _name("share-denied")
+    _topic(admin, topic)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(5):
+        producer.produce(topic, b"s%d" % i)
+    assert producer.flush(10) == 0
+    _create(admin, _acl(ResourceType.GROUP, denied, AclOperation.READ, DENY))
+    _start_from_earliest(broker.bootstrap, allowed, topic)
+
+    def share_read(group: str) -> tuple[list[bytes], list[int]]:
+        consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+        values: list[bytes] = []
+        errors: list[int] = []
+        try:
+            consumer.subscribe([topic])
+            for _ in range(50):
+                try:
+                    batch = consumer.poll(0.2).records()
+                except KafkaException as exc:
+                    errors.append(exc.args[0].code())
+                    break
+                for m in batch:
+                    if m.error():
+                        errors.append(m.error().code())
+                    else:
+                        values.append(m.value())
+                if len(values) >= 5 or errors:
+                    break
+        finally:
+            consumer.close()
+        return values, errors
+
+    values, errors = share_read(allowed)
+    assert sorted(values) == [b"s%d" % i for i in range(5)] and not errors
+    values, errors = share_read(denied)
+    assert not values and KafkaError.GROUP_AUTHORIZATION_FAILED in errors
