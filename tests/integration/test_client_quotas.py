@@ -184,3 +184,34 @@ def test_a_client_over_its_request_percentage_is_throttled(broker: BrokerProcess
     finally:
         alter(kadmin, {"client-id": "chatty"}, {"request_percentage": None})
     assert throttles and max(throttles) > 0
+
+
+def test_principals_with_cluster_action_are_exempt_from_request_quotas(
+        broker_factory: Callable[..., BrokerProcess]) -> None:
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    b = broker_factory({**BROKER_SETTINGS, "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                        "allow.everyone.if.no.acl.found": "true"}, name="exempt")
+    client = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    try:
+        assert alter(client, {"client-id": "chatty"}, {"request_percentage": 0.001}).error_code == 0
+    finally:
+        client.close()
+
+    def throttled() -> list[int]:
+        throttles: list[int] = []
+        admin = AdminClient({"bootstrap.servers": b.bootstrap, "client.id": "chatty",
+                             "throttle_cb": lambda e: throttles.append(e.throttle_time)})
+        for _ in range(3):
+            admin.list_topics(timeout=10)
+            admin.poll(0)
+        return throttles
+
+    assert not throttled()  # no ACL on the cluster: everyone has CLUSTER_ACTION there
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    cluster = [AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                          op, perm) for op, perm in ((AclOperation.ALL, AclPermissionType.ALLOW),
+                                                     (AclOperation.CLUSTER_ACTION, AclPermissionType.DENY))]
+    for future in admin.create_acls(cluster).values():
+        future.result(10)
+    assert max(throttled()) > 0

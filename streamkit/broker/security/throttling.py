@@ -4,12 +4,13 @@ After a request is handled, its usage is recorded against the quotas that apply 
 connection's user (its principal's name) and client id: the request's bytes for Produce
 (``producer_byte_rate``), the records returned for a consumer's Fetch
 (``consumer_byte_rate``; a throttled Fetch returns no records, as Kafka's does), and the
-time spent handling it for every API
-(``request_percentage``: percent of one second per second; the long-polling Fetch and
-ShareFetch count no time, their wait is not work). A client over a quota gets the
-response at once with ``throttle_time_ms`` set, then its connection is muted for that
-long: the server reads nothing more from it until the time is up (``MUTE_MS``), so a
-noisy client slows down while the other connections are served as before.
+time spent handling it for every API (``request_percentage``: percent of one second per
+second; the long-polling Fetch and ShareFetch count no time, their wait is not work; the
+brokers' own requests, by the inter-broker APIs or a principal with CLUSTER_ACTION, are
+exempt, KIP-124). A client over a quota gets the response at once with
+``throttle_time_ms`` set, then its connection is muted for that long: the server reads
+nothing more from it until the time is up (``MUTE_MS``), so a noisy client slows down
+while the other connections are served as before.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Final
 
 from streamkit.broker.codec import Request
 from streamkit.broker.handlers.common import Handler, Reply, field
+from streamkit.broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from streamkit.broker.security.quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
@@ -37,7 +39,18 @@ MUTE_MS: Final = "__mute_ms__"
 
 _PRODUCE, _FETCH, _SHARE_FETCH = 0, 1, 78
 _LONG_POLLS = frozenset({_FETCH, _SHARE_FETCH})
+_INTER_BROKER = frozenset({27})  # WriteTxnMarkers
 _NANOS_TO_PERCENT = 100 / 1e9  # Kafka's ClientQuotaManagerConfig.NanosToPercentagePerSecond
+
+
+def _exempt(state: BrokerState, api_key: int, client: ClientInfo) -> bool:
+    """Kafka exempts the brokers' own requests from request quotas (KIP-124): the
+    inter-broker APIs, and every request of a principal with CLUSTER_ACTION."""
+    if api_key in _INTER_BROKER:
+        return True
+    authorizer = state.authorizer
+    return authorizer is not None and authorizer.authorize(client.principal, client.host, Operation.CLUSTER_ACTION,
+                                                           ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def _user(principal: str) -> str:
@@ -93,7 +106,7 @@ def _throttle(api_key: int, inner: Handler) -> Handler:
                 # client fetches the same offsets again once the throttle time is over.
                 quotas.record(user, client_id, CONSUMER_BYTE_RATE, -size, now)
                 reply = _without_records(reply)
-        if api_key not in _LONG_POLLS:
+        if api_key not in _LONG_POLLS and not _exempt(state, api_key, client):
             throttle_ms = max(throttle_ms, quotas.record(user, client_id, REQUEST_PERCENTAGE,
                                                          spent * _NANOS_TO_PERCENT, now))
         if throttle_ms <= 0:
