@@ -188,7 +188,13 @@ def test_a_client_over_its_request_percentage_is_throttled(broker: BrokerProcess
 
 def test_principals_with_cluster_action_are_exempt_from_request_quotas(
         broker_factory: Callable[..., BrokerProcess]) -> None:
-    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
 
     b = broker_factory({**BROKER_SETTINGS, "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
                         "allow.everyone.if.no.acl.found": "true"}, name="exempt")
