@@ -160,6 +160,8 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
 users_app = _typer(help="Create, describe and delete SCRAM users (SCRAM-SHA-256, SCRAM-SHA-512).")
 app.add_typer(users_app, name="users")
+acls_app = _typer(help="Add, list and remove ACLs (as kafka-acls.sh does).")
+app.add_typer(acls_app, name="acls")
 
 
 def _run(coro: Any) -> Any:
@@ -353,6 +355,120 @@ def topics_alter_config(
         raise _fail("nothing to change: give --set key=value or --delete key")
     _run(alter_topic_config(bootstrap, name, _pairs(set_, "--set"), delete))
     console.print(f"altered configs of {name}", highlight=False)
+
+
+_ACL_OPTION_HELP = {
+    "allow_principal": "Principal to allow, e.g. User:alice (User:* for everyone); repeatable.",
+    "deny_principal": "Principal to deny; repeatable.",
+    "operation": "Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
+                 "AlterConfigs, IdempotentWrite or All (the default); repeatable.",
+}
+
+
+def _acl_options(allow_principal: list[str], deny_principal: list[str], allow_host: list[str],
+                 deny_host: list[str], operation: list[str], topic: str | None, group: str | None,
+                 transactional_id: str | None, cluster: bool, pattern_type: str, producer: bool = False,
+                 consumer: bool = False, principal: str | None = None) -> Any:
+    from streamkit.clients.acls import AclOptions
+
+    return AclOptions(allow_principal, deny_principal, allow_host, deny_host, operation, topic, group,
+                      transactional_id, cluster, pattern_type, producer, consumer, principal)
+
+
+def _print_acls(found: list[Any]) -> None:
+    for b in found:
+        console.print(f"{b.resource_type.name}:{b.pattern_type.name}:{b.resource_name}  {b.principal} "
+                      f"{b.permission.name} {b.operation.name} from host {b.host}", highlight=False, markup=False)
+
+
+_AllowPrincipal = typer.Option([], "--allow-principal", metavar="PRINCIPAL", help=_ACL_OPTION_HELP["allow_principal"])
+_DenyPrincipal = typer.Option([], "--deny-principal", metavar="PRINCIPAL", help=_ACL_OPTION_HELP["deny_principal"])
+_AllowHost = typer.Option([], "--allow-host", metavar="HOST", help="Host the allowed principals connect from "
+                                                                   "(default: *); repeatable.")
+_DenyHost = typer.Option([], "--deny-host", metavar="HOST", help="Host the denied principals connect from "
+                                                                 "(default: *); repeatable.")
+_Operation = typer.Option([], "--operation", metavar="OP", help=_ACL_OPTION_HELP["operation"])
+_Topic = typer.Option(None, "--topic", metavar="NAME", help="A topic (* for all).")
+_Group = typer.Option(None, "--group", metavar="NAME", help="A consumer group (* for all).")
+_TxnId = typer.Option(None, "--transactional-id", metavar="ID", help="A transactional id (* for all).")
+_Cluster = typer.Option(False, "--cluster", help="The cluster resource.")
+
+
+@acls_app.command("add")
+def acls_add(
+    allow_principal: list[str] = _AllowPrincipal, deny_principal: list[str] = _DenyPrincipal,
+    allow_host: list[str] = _AllowHost, deny_host: list[str] = _DenyHost, operation: list[str] = _Operation,
+    topic: str | None = _Topic, group: str | None = _Group, transactional_id: str | None = _TxnId,
+    cluster: bool = _Cluster,
+    pattern_type: str = typer.Option("literal", "--resource-pattern-type", metavar="TYPE",
+                                     help="literal or prefixed."),
+    producer: bool = typer.Option(False, "--producer", help="What a producer needs: Write, Describe and "
+                                  "Create on the topic (with --transactional-id, Write and Describe on it)."),
+    consumer: bool = typer.Option(False, "--consumer", help="What a consumer needs: Read and Describe on the "
+                                  "topic, Read on the group."),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Add ACLs: each principal, host and operation on the resource given."""
+    from streamkit.clients.acls import bindings, create_acls
+    from streamkit.clients.errors import ClientError
+
+    try:
+        wanted = bindings(_acl_options(allow_principal, deny_principal, allow_host, deny_host, operation, topic,
+                                       group, transactional_id, cluster, pattern_type, producer, consumer))
+    except ClientError as exc:
+        raise _fail(str(exc)) from None
+    _run(create_acls(bootstrap, wanted))
+    console.print(f"added {len(wanted)} ACL(s):", highlight=False)
+    _print_acls(wanted)
+
+
+@acls_app.command("list")
+def acls_list(
+    topic: str | None = _Topic, group: str | None = _Group, transactional_id: str | None = _TxnId,
+    cluster: bool = _Cluster,
+    principal: str | None = typer.Option(None, "--principal", metavar="PRINCIPAL",
+                                         help="Only the ACLs of this principal."),
+    pattern_type: str = typer.Option("any", "--resource-pattern-type", metavar="TYPE",
+                                     help="literal, prefixed, any, or match (every ACL that applies to the "
+                                          "resource, wildcard and prefixes included)."),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """List ACLs (all of them, or a resource's)."""
+    from streamkit.clients.acls import describe_acls, filters
+    from streamkit.clients.errors import ClientError
+
+    try:
+        selected = filters(_acl_options([], [], [], [], [], topic, group, transactional_id, cluster, pattern_type,
+                                        principal=principal))
+    except ClientError as exc:
+        raise _fail(str(exc)) from None
+    _print_acls(_run(describe_acls(bootstrap, selected)))
+
+
+@acls_app.command("remove")
+def acls_remove(
+    allow_principal: list[str] = _AllowPrincipal, deny_principal: list[str] = _DenyPrincipal,
+    operation: list[str] = _Operation,
+    topic: str | None = _Topic, group: str | None = _Group, transactional_id: str | None = _TxnId,
+    cluster: bool = _Cluster,
+    pattern_type: str = typer.Option("literal", "--resource-pattern-type", metavar="TYPE",
+                                     help="literal, prefixed, any or match."),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Remove a resource's ACLs (all, or those named)."""
+    from streamkit.clients.acls import delete_acls, filters
+    from streamkit.clients.errors import ClientError
+
+    if not (topic or group or transactional_id or cluster):
+        raise _fail("name a resource: --topic, --group, --transactional-id or --cluster")
+    try:
+        selected = filters(_acl_options(allow_principal, deny_principal, [], [], operation, topic, group,
+                                        transactional_id, cluster, pattern_type))
+    except ClientError as exc:
+        raise _fail(str(exc)) from None
+    removed = _run(delete_acls(bootstrap, selected))
+    console.print(f"removed {len(removed)} ACL(s)", highlight=False)
+    _print_acls(removed)
 
 
 def _separator(text: str | None) -> str | None:

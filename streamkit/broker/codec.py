@@ -99,6 +99,9 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     26: (0, 3),  # EndTxn (v4+: transaction version 2)
     27: (1, 1),  # WriteTxnMarkers (between brokers; v2 adds the transaction version)
     28: (0, 3),  # TxnOffsetCommit (v4+: transaction version 2)
+    29: (1, 3),  # DescribeAcls (v1+: pattern types, KIP-290)
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     36: (0, 2),  # SaslAuthenticate
@@ -108,6 +111,8 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     44: (0, 1),  # IncrementalAlterConfigs
     45: (0, 0),  # AlterPartitionReassignments (KIP-455)
     46: (0, 0),  # ListPartitionReassignments
+    48: (0, 1),  # DescribeClientQuotas (KIP-546)
+    49: (0, 1),  # AlterClientQuotas
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
     60: (0, 0),  # DescribeCluster

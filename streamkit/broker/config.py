@@ -258,6 +258,12 @@ class BrokerConfig:
     leader_imbalance_per_broker_percentage: int = 10
     leader_replication_throttled_rate: int = LONG_MAX
     follower_replication_throttled_rate: int = LONG_MAX
+    # authorization and client quotas (streamkit.broker.security)
+    authorizer_class_name: str = ""
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
     # Resolved by from_kafka. The listener to bind ("" / -1: not configured; the command
     # line's --host/--port win), and the parsed broker listeners (controller ones left out).
     listener_host: str = ""

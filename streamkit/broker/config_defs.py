@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamkit.broker.endpoints import DEFAULT_PROTOCOL_MAP, SECURITY_PROTOCOLS
+from streamkit.broker.security.authorizer import AUTHORIZER_CLASSES
 from streamkit.log.config import LONG_MAX, ConfigDef
 
 __all__ = ["BROKER_CONFIGS", "CLUSTER_ONLY", "names"]
@@ -334,7 +335,26 @@ _CLUSTER: tuple[ConfigDef, ...] = (
               "behaviour. (streamkit: set at start; Kafka sets it dynamically)", _at_least(0)),
 )
 
-BROKER_CONFIGS: tuple[ConfigDef, ...] = _SINGLE_BROKER + _CLUSTER
+# The authorizer's settings (Kafka's StandardAuthorizer/AclAuthorizer) and the client
+# quotas' sample windows (streamkit.broker.security).
+_AUTHORIZATION: tuple[ConfigDef, ...] = (
+    ConfigDef("authorizer.class.name", "authorizer_class_name", "string", "", None,
+              "The fully qualified name of a class that implements the Authorizer interface, which "
+              "is used by the broker for authorization. (streamkit: empty, or Kafka's "
+              "org.apache.kafka.metadata.authorizer.StandardAuthorizer or "
+              "kafka.security.authorizer.AclAuthorizer, which turn on the ACL authorizer)",
+              allowed=("", *AUTHORIZER_CLASSES)),
+    ConfigDef("super.users", "super_users", "string", "", None,
+              "Semicolon-separated principals (User:admin;User:ops) that every ACL check allows"),
+    ConfigDef("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", "boolean", False, None,
+              "Allow a request on a resource that no ACL covers (default: deny it)"),
+    ConfigDef("quota.window.num", "quota_window_num", "int", 11, None,
+              "The number of samples to retain in memory for client quotas", _at_least(1)),
+    ConfigDef("quota.window.size.seconds", "quota_window_size_seconds", "int", 1, None,
+              "The time span of each sample for client quotas", _at_least(1)),
+)
+
+BROKER_CONFIGS: tuple[ConfigDef, ...] = _SINGLE_BROKER + _CLUSTER + _AUTHORIZATION
 
 # Settings that only a cluster (zookeeper.connect) acts on: a single broker lists them among
 # the settings with no effect. Its replication factors are 1 whatever these say.

@@ -37,8 +37,11 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _SOURCES: Final[Mapping[str, tuple[str, ...]]] = {
     "responses": ("topic_data", "topics", "topic_names", "resources"),
     "partition_responses": ("partition_data",),
-    "results": ("resources", "topics", "groups_names"),
+    "results": ("resources", "topics", "groups_names", "creations"),
     "coordinators": ("coordinator_keys",),
+    "groups": ("groups", "group_ids"),
+    "transaction_states": ("transactional_ids",),
+    "filter_results": ("filters",),
 }
 # Identifying fields copied from a request element into its answer (target: sources).
 _KEYS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -53,7 +56,7 @@ _KEYS: Final[Mapping[str, tuple[str, ...]]] = {
     "resource_name": ("resource_name",),
 }
 # Where a bare string of a request array (topic_names, groups_names...) goes in its answer.
-_STRING_TARGETS: Final = ("name", "group_id", "key", "resource_name", "topic")
+_STRING_TARGETS: Final = ("name", "group_id", "key", "resource_name", "topic", "transactional_id")
 
 
 class _Fill:

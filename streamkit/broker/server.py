@@ -53,8 +53,10 @@ from streamkit.broker.markers import MarkerAppender
 from streamkit.broker.memory import RequestMemory
 from streamkit.broker.metrics import BrokerMetrics
 from streamkit.broker.producers import ProducerIds
+from streamkit.broker.security.authorizer import Authorizer, authorizer_enabled
 from streamkit.broker.security.credentials import ScramCredentials
 from streamkit.broker.security.jwks import JwksValidator
+from streamkit.broker.security.quotas import ClientQuotas
 from streamkit.broker.security.sasl import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
@@ -62,7 +64,10 @@ from streamkit.broker.security.sasl import (
     SaslSession,
 )
 from streamkit.broker.security.settings import ListenerSecurity
+from streamkit.broker.security.throttling import MUTE_MS
 from streamkit.broker.security.tls import TlsContext, ssl_principal
+from streamkit.broker.security.zk_acls import ZkAclStore
+from streamkit.broker.security.zk_quotas import ZkQuotaStore
 from streamkit.broker.share.coordinator import ShareCoordinator, ShareSettings
 from streamkit.broker.share.store import SHARE_STATE_TOPIC, ShareStateStore
 from streamkit.broker.state import BrokerState, ClientInfo
@@ -159,6 +164,8 @@ class Broker:
         self._metrics_http: HttpServer | None = None
         self._marker_sender: MarkerSender | None = None
         self._scram_sync: ScramSync | None = None
+        self._acl_store: ZkAclStore | None = None
+        self._quota_store: ZkQuotaStore | None = None
 
     @property
     def port(self) -> int:
@@ -310,10 +317,20 @@ class Broker:
         self.state.listeners = self._advertised(self.state)
         self.state.scram = ScramCredentials(meta)
         self.state.scram.load()
+        # A cluster's quotas are in ZooKeeper (loaded once it has joined), a broker's on disk.
+        self.state.quotas = ClientQuotas(None if clustered else meta, cfg.quota_window_num,
+                                         cfg.quota_window_size_seconds)
+        self.state.quotas.load()
+        if authorizer_enabled(cfg.authorizer_class_name):
+            # A cluster's ACLs are in ZooKeeper (loaded once it has joined), a broker's on disk.
+            self.state.authorizer = Authorizer(None if clustered else meta, cfg.super_users,
+                                               cfg.allow_everyone_if_no_acl_found)
+            self.state.authorizer.load()
         if cfg.metrics_listener:
             await self._serve_metrics(cfg.metrics_listener)
         if clustered:
             await self._join_cluster(cluster_settings)
+            await self._cluster_security()
         groups.start()
         if cfg.log_cleaner_enable:
             logs.start_cleaner()
@@ -377,6 +394,19 @@ class Broker:
             raise
         state.cluster_id = node.cluster_id
 
+    async def _cluster_security(self) -> None:
+        """A cluster member's ACLs and client quotas are the cluster's, in ZooKeeper."""
+        state = self.state
+        assert state is not None and state.cluster is not None and state.quotas is not None
+        self._quota_store = ZkQuotaStore(state.cluster.zk, state.quotas.replace)
+        await self._quota_store.start()
+        state.quotas.remote = self._quota_store
+        if state.authorizer is None:
+            return
+        self._acl_store = ZkAclStore(state.cluster.zk, state.authorizer.replace)
+        await self._acl_store.start()
+        state.authorizer.remote = self._acl_store
+
     def _coordinate_leaders(self, state: BrokerState, node: ClusterNode) -> None:
         """A cluster member coordinates the internal-topic partitions it leads: their
         stores append as leader, transaction markers go to partition leaders, and each
@@ -418,6 +448,9 @@ class Broker:
         serves, then leaves the cluster."""
         if self._scram_sync is not None:
             await self._scram_sync.stop()
+        for store in (self._acl_store, self._quota_store):
+            if store is not None:
+                await store.stop()
         if self.state is not None and self.state.cluster is not None:
             await self.state.cluster.stop()
             if self._marker_sender is not None:
@@ -600,6 +633,11 @@ class Broker:
                 return True
             body = reply.get("__body__") or build(response_type_for(request), reply)
             writer.write(conn.encode_response(request, body))
+            if mute_ms := reply.get(MUTE_MS, 0):
+                # A client over its quota: answered, then nothing more is read from it for
+                # the throttle time (Kafka mutes the channel, KIP-219).
+                await writer.drain()
+                await asyncio.sleep(mute_ms / 1000)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -23,6 +23,8 @@ from streamkit.log.manager import LogManager
 if TYPE_CHECKING:
     from streamkit.broker.cluster.node import ClusterNode
     from streamkit.broker.metrics import BrokerMetrics
+    from streamkit.broker.security.authorizer import Authorizer
+    from streamkit.broker.security.quotas import ClientQuotas
 
 __all__ = ["BrokerState", "ClientInfo"]
 
@@ -54,6 +56,10 @@ class BrokerState:
     # to a client connected on it; the SCRAM credentials (AlterUserScramCredentials).
     listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
     scram: ScramCredentials | None = None
+    # The ACL authorizer (authorizer.class.name); None: every request is allowed.
+    authorizer: Authorizer | None = None
+    # Client quotas (AlterClientQuotas), durable; None only in tests that build a bare state.
+    quotas: ClientQuotas | None = None
 
     @property
     def coordinator(self) -> GroupCoordinator:
@@ -80,5 +86,7 @@ class BrokerState:
 class ClientInfo:
     client_id: str
     host: str
+    # Who the connection authenticated as (Kafka's KafkaPrincipal, "User:alice").
     principal: str = "User:ANONYMOUS"
+    # The listener it connected on (Metadata answers with that listener's addresses).
     listener: str = ""

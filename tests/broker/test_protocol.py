@@ -169,7 +169,9 @@ def test_supported_versions_table_is_final() -> None:
     # + the cluster's: OffsetForLeaderEpoch v2-v4, WriteTxnMarkers v1, ElectLeaders v0-v2,
     # AlterPartitionReassignments v0, ListPartitionReassignments v0
     # + security: SaslHandshake v0-v1, SaslAuthenticate v0-v2, Describe/AlterUserScramCredentials v0
-    assert len(API_SPECS) == 186
+    # + the ACL APIs: DescribeAcls, CreateAcls, DeleteAcls v1-v3
+    # + DescribeClientQuotas, AlterClientQuotas v0-v1
+    assert len(API_SPECS) == 199
 
 
 # -- requests: every supported (api_key, version) ------------------------------------

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 from streamkit.broker.handlers import (
+    acls,
     admin,
     cluster,
     consumer_groups,
     data,
     groups,
     leaders,
+    quotas,
     scram,
     share,
     txn,
 )
 from streamkit.broker.handlers.common import Handler
+from streamkit.broker.security.enforce import guarded
+from streamkit.broker.security.throttling import throttled
 
 __all__ = ["HANDLERS"]
 
-HANDLERS: dict[int, Handler] = {
+HANDLERS: dict[int, Handler] = throttled(guarded({
     0: data.produce,
     1: data.fetch,
     2: data.list_offsets,
@@ -42,6 +46,9 @@ HANDLERS: dict[int, Handler] = {
     26: txn.end_txn,
     27: txn.write_txn_markers,
     28: txn.txn_offset_commit,
+    29: acls.describe_acls,
+    30: acls.create_acls,
+    31: acls.delete_acls,
     32: admin.describe_configs,
     33: admin.alter_configs,
     37: admin.create_partitions,
@@ -50,6 +57,8 @@ HANDLERS: dict[int, Handler] = {
     44: admin.incremental_alter_configs,
     45: leaders.alter_partition_reassignments,
     46: leaders.list_partition_reassignments,
+    48: quotas.describe_client_quotas,
+    49: quotas.alter_client_quotas,
     50: scram.describe_user_scram_credentials,
     51: scram.alter_user_scram_credentials,
     60: cluster.describe_cluster,
@@ -64,4 +73,4 @@ HANDLERS: dict[int, Handler] = {
     90: share.describe_share_group_offsets,
     91: share.alter_share_group_offsets,
     92: share.delete_share_group_offsets,
-}
+}))
