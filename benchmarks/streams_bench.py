@@ -764,6 +764,7 @@ def main() -> int:
                          "those, and ratios compare runs on the same data only")
     ap.add_argument("--skip-peers", action="store_true", help="streamkit only")
     ap.add_argument("--only", choices=["streamkit", "faust", "quix"], help="run one framework")
+    ap.add_argument("--peers", default="faust,quix", help="peers to run (default faust,quix)")
     ap.add_argument("--modes", default="dsl,agent", help="streamkit modes to run (default dsl,agent)")
     ap.add_argument("--exactly-once", action="store_true",
                     help="also run each streamkit mode under processing.guarantee=exactly_once, same commit interval")
@@ -781,7 +782,7 @@ def main() -> int:
     if args.peer_events is None:
         args.peer_events = args.events
 
-    selected = {args.only} if args.only else {"streamkit", "faust", "quix"}
+    selected = {args.only} if args.only else {"streamkit", *(p.strip() for p in args.peers.split(",") if p.strip())}
     if args.skip_peers:
         selected -= {"faust", "quix"}
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]

@@ -83,6 +83,9 @@ class AppSettings(BaseModel):
                                       "dead_letter_topic"))
     late_records_topic: str | None = Field(default=None, alias="late.records.topic.name")
     window_idle_close_ms: int = Field(default=0, alias="window.idle.close.ms", ge=0)
+    # streamkit's own: DSL chains that allow it run a fetch batch at a time on Arrow columns
+    # (``streamkit.streams.columnar``); false runs every step on the row path.
+    dsl_columnar: bool = Field(default=True, alias="dsl.columnar.enable")
     max_task_idle_ms: int = Field(default=0, alias="max.task.idle.ms", ge=-1)
     repartition_purge_interval_ms: int = Field(default=30000, alias="repartition.purge.interval.ms", ge=0)
     cache_max_bytes_buffering: int = Field(default=10 * 1024 * 1024, alias="statestore.cache.max.bytes", ge=0)
