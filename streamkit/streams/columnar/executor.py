@@ -76,6 +76,7 @@ def arrow_schema(model: type[BaseModel]) -> tuple[pa.Schema, frozenset[str]] | N
     return pa.schema(fields), frozenset(required)
 
 
+_KEY_CACHE = 100_000  # raw keys whose state keys are remembered across batches
 _COLUMN_TYPES = ("int64", "double", "string", "bool", "null")
 
 
@@ -91,6 +92,7 @@ class ColumnarSource(CompiledSource):
     row_batches: int = 0
     _schema: Any = field(default=None, init=False)
     _required: frozenset[str] = field(default=frozenset(), init=False)
+    _state_keys: dict[bytes, bytes] = field(default_factory=dict, init=False)  # raw key -> state key
 
     def __post_init__(self) -> None:
         assert self.chain is not None and self.aggregate is not None
@@ -141,7 +143,8 @@ class ColumnarSource(CompiledSource):
             options = pajson.ParseOptions()
         try:
             table = pajson.read_json(io.BytesIO(payload), parse_options=options,
-                                     read_options=pajson.ReadOptions(block_size=max(1 << 20, len(payload) + 1)))
+                                     read_options=pajson.ReadOptions(use_threads=False,
+                                                                     block_size=max(1 << 20, len(payload) + 1)))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
         if table.num_rows != len(records):
@@ -165,11 +168,16 @@ class ColumnarSource(CompiledSource):
         import pyarrow.compute as pc
 
         encoded = pc.dictionary_encode(pa.array([r.key for r in records], type=pa.binary()))
-        loads = self.topic.key_codec.loads
+        loads, known = self.topic.key_codec.loads, self._state_keys
+        if len(known) > _KEY_CACHE:
+            known.clear()
         state_keys: list[bytes] = []
         try:
             for raw in encoded.dictionary.to_pylist():
-                state_keys.append(orjson.dumps(loads(raw)))
+                kb = known.get(raw)
+                if kb is None:
+                    kb = known[raw] = orjson.dumps(loads(raw))
+                state_keys.append(kb)
         except (CodecError, TypeError, ValueError):
             return None
         indices = encoded.indices.to_numpy(zero_copy_only=False)
