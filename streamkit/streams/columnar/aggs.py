@@ -14,6 +14,7 @@ keep their single number (``scalar``).
 from __future__ import annotations
 
 import builtins
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -125,6 +126,12 @@ class AggSpec:
         if self.scalar:
             return _merge_one(self.aggs[0].kind, a, b)
         return {x.name: _merge_one(x.kind, a[x.name], b[x.name]) for x in self.aggs}
+
+    def merger(self) -> Callable[[Any, Any], Any]:
+        """``merge``, with a scalar count or sum as plain addition (the per-group hot path)."""
+        if self.scalar and self.aggs[0].kind in ("count", "sum"):
+            return operator.add
+        return self.merge
 
     def adder(self) -> Callable[[Any, Any], Any]:
         """``add(aggregate, value)`` for the row path."""

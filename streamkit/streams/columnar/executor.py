@@ -137,8 +137,14 @@ class ColumnarSource(CompiledSource):
         if None in values:
             return None
         payload = b"\n".join(values)
+        assert self.chain is not None
+        needed = self.chain.spec.columns().union(*(f.columns() for f in self.chain.filters))
         if self._schema is not None:
             options = pajson.ParseOptions(explicit_schema=self._schema, unexpected_field_behavior="ignore")
+        elif not needed:
+            # Nothing to read: the JSON is checked (a bad value goes to the row path, which
+            # dead-letters it), no column is built.
+            options = pajson.ParseOptions(explicit_schema=pa.schema([]), unexpected_field_behavior="ignore")
         else:
             options = pajson.ParseOptions()
         try:
@@ -149,11 +155,9 @@ class ColumnarSource(CompiledSource):
             return None
         if table.num_rows != len(records):
             return None  # a value held a newline (pretty-printed JSON): lines are not records
-        assert self.chain is not None
         for name in self._required:
             if table.column(name).null_count:
                 return None
-        needed = self.chain.spec.columns().union(*(f.columns() for f in self.chain.filters))
         for name in needed:
             if name not in table.column_names:
                 table = table.append_column(name, pa.nulls(table.num_rows))
@@ -257,7 +261,7 @@ class ColumnarSource(CompiledSource):
         results = {name: grouped.column(col).to_pylist() for name, col in names}
         fixed = agg.fixed
         assert fixed is not None
-        pending, loads, init, merge = fixed.pending, fixed.codec.loads, aggs_spec.init, aggs_spec.merge
+        pending, loads, init, merge = fixed.pending, fixed.codec.loads, aggs_spec.init, aggs_spec.merger()
         view = WindowedTransaction(txn)
         slot_of, read = view.slot, view.read_slot
         scalar = aggs_spec.scalar
