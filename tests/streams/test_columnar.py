@@ -260,3 +260,29 @@ def test_a_batch_the_decode_refuses_runs_on_the_row_path_with_the_same_results()
     assert source.row_batches >= 1 and source.columnar_batches >= 1
     assert columnar.windows("results") == row.windows("results")
     assert any(v["sum_amount"] for v in row.windows("results").values())
+
+
+def test_group_by_a_column_expression_equals_the_lambda_and_explains_the_repartition() -> None:
+    def app_with(key: Any, columnar: bool) -> App:
+        app = App("regroup", config={"num.partitions": PARTITIONS, "dsl.columnar.enable": columnar})
+        views = app.topic("views", value_type=View, partitions=PARTITIONS)
+        (app.stream(views).filter(col("page") != "/health").group_by(key, name="by-page")
+            .window(streamkit.tumbling(timedelta(milliseconds=100))).count(name="out").final().to("results"))
+        return app
+
+    rng = random.Random(11)
+    records = [(p, f"u{rng.randint(1, 4)}", rng.choice(PAGES), T0 + i * 13) for p in range(PARTITIONS)
+               for i in range(80)]
+    outputs = []
+    for key in (col("page"), lambda v: v.page):
+        topology = Topology(app_with(key, columnar=True))
+        for p, user, page, ts in records:
+            log = topology.worker.produced[("views", p)]
+            log.append(Record("views", p, len(log), ts, user.encode(), orjson.dumps({"page": page, "user": user}), ()))
+        asyncio.run(topology.run(random.Random(5), 10))
+        outputs.append(topology.windows("results"))
+    assert outputs[0] == outputs[1]
+    assert {key for key, _s, _e in outputs[0]} == {"/a", "/b", "/c"}
+    text = app_with(col("page"), columnar=True).streams[0].explain()
+    assert "group_by col('page') -> regroup-by-page-repartition" in text
+    assert "(repartitioned records)" in text

@@ -267,8 +267,14 @@ def _rest(srcs: list[StreamNode], covered: set[int], downstream: dict[int, list[
             continue
         covered.add(node.id)
         seen.add(node.id)
-        why = "per window result" if node.parents and getattr(node.parents[0], "kind", "") == "window_aggregate" \
-            else "a Python function per record" if node.params.get("fn") is not None else "per record"
+        if node.parents and getattr(node.parents[0], "kind", "") == "window_aggregate":
+            why = "per window result"
+        elif node.params.get("expr") is not None:
+            why = "a column expression, evaluated per record on the row path"
+        elif node.params.get("fn") is not None:
+            why = "a Python function per record"
+        else:
+            why = "per record"
         lines.append(f"  {_label(node):<60} {ROW:<8} {why}")
         if node.kind != "group_by":
             stack.extend(downstream.get(node.id, []))
