@@ -166,7 +166,7 @@ def _pipelines(draw: st.DrawFn) -> dict[str, Any]:
         "filters": draw(st.lists(_exprs(1), max_size=2)),
         "size": size, "advance": advance, "grace": draw(st.sampled_from([0, 50, 300])),
         "aggs": draw(st.sampled_from(["count", "sum", "agg"])),
-        "model": draw(st.booleans()),
+        "model": draw(st.sampled_from(["model", "json", "dict"])),  # value_type: View, none, dict
     }
 
 
@@ -197,7 +197,7 @@ def _inputs(draw: st.DrawFn) -> dict[int, list[tuple[str | None, dict[str, Any],
 def _app(pipeline: dict[str, Any], columnar: bool) -> App:
     app = App("columnar", config={"num.partitions": PARTITIONS, "late.records.topic.name": LATE_TOPIC,
                                   "dsl.columnar.enable": columnar})
-    model = View if pipeline["model"] else None
+    model = {"model": View, "json": None, "dict": dict}[pipeline["model"]]
     views = app.topic("views", value_type=model, partitions=PARTITIONS)
     node = app.stream(views)
     for f in pipeline["filters"]:
@@ -254,7 +254,7 @@ _COERCED = [{"page": "/a", "amount": "12", "ok": True}, {"page": "/a", "amount":
 @pytest.mark.parametrize("odd", _COERCED)
 def test_a_batch_the_decode_refuses_runs_on_the_row_path_with_the_same_results(odd: dict[str, Any]) -> None:
     pipeline = {"filters": [col("page") != "/health"], "size": 100, "advance": 100, "grace": 0, "aggs": "agg",
-                "model": True}
+                "model": "model"}
     rng = random.Random(7)
     inputs: dict[int, list[Any]] = {p: [(f"p{p}k{rng.randint(1, 3)}", {"page": rng.choice(PAGES), "amount": i, "ok": True}, T0 + i * 7)
                                         for i in range(60)] for p in range(PARTITIONS)}

@@ -104,8 +104,8 @@ def _source_reason(topic: Topic) -> str | None:
             if _scalar(info.annotation) is object:
                 return f"{model.__name__}.{name} is not a scalar (bool, int, float, str)"
         return None
-    if isinstance(codec, JsonCodec) and codec._adapter is None:
-        return None
+    if isinstance(codec, JsonCodec) and (codec._adapter is None or codec.type_ is dict):
+        return None  # a value that is not a JSON object: Arrow refuses the batch, the row path judges it
     return f"values are decoded by {type(codec).__name__}, not plain JSON"
 
 
