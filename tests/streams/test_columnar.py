@@ -135,7 +135,7 @@ def test_explain_says_which_path_each_step_takes_and_why() -> None:
     assert lines[0] == "topic views:"
     assert "columnar" in lines[1] and "Arrow columns" in lines[1]
     assert "filter (col('page') != '/health')" in lines[2] and "Arrow compute kernel" in lines[2]
-    assert "count() as 'count', sum(col('amount')) as 'sum_amount'" in lines[3] and "columnar" in lines[3]
+    assert "tumbling 'stats': count(), sum(col('amount')) .final()" in lines[3] and "columnar" in lines[3]
     assert "to stats" in lines[4] and "row" in lines[4] and "per window result" in lines[4]
     clicks_at = lines.index("topic clicks:")
     assert "row path: filter(lambda)" in lines[clicks_at + 1]
@@ -292,3 +292,17 @@ def test_group_by_a_column_expression_equals_the_lambda_and_explains_the_reparti
     text = app_with(col("page"), columnar=True).streams[0].explain()
     assert "group_by col('page') -> regroup-by-page-repartition" in text
     assert "(repartitioned records)" in text
+
+
+def test_an_arithmetic_overflow_sends_the_batch_to_the_row_path() -> None:
+    pipeline = {"filters": [col("amount") * 4 > 0], "size": 100, "advance": 100, "grace": 0, "aggs": "count",
+                "model": "model"}
+    inputs: dict[int, list[Any]] = {p: [(f"p{p}k{i % 3}", {"page": "/a", "amount": 2**62 if i == 5 else i,
+                                                          "ok": True}, T0 + i * 9) for i in range(1, 50)]
+                                    for p in range(PARTITIONS)}
+    row = _run(pipeline, inputs, columnar=False, seed=1)
+    columnar = _run(pipeline, inputs, columnar=True, seed=1)
+    source = columnar.sources["views"]
+    assert isinstance(source, ColumnarSource)
+    assert source.row_batches >= 1 and source.columnar_batches >= 1
+    assert columnar.windows("results") == row.windows("results")

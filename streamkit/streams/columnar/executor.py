@@ -23,6 +23,7 @@ handles bad records by ``deserialization.exception.handler``: the results are th
 
 from __future__ import annotations
 
+import builtins
 import io
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -49,6 +50,21 @@ if TYPE_CHECKING:
     from streamkit.streams.event import Event
 
 __all__ = ["ColumnarSource", "arrow_schema"]
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What a batch adds: its late records (indexes, with the watermark that closed their
+    windows) and one partial aggregate per (key index, window start)."""
+
+    late: np.ndarray
+    now: np.ndarray
+    keys: list[int]
+    starts: list[int]
+    results: dict[str, list[Any]]
+    names: list[str]
+    size: int
+    state_keys: list[bytes] = field(default_factory=list)
 
 
 class _Decoding(Protocol):
@@ -105,7 +121,17 @@ class ColumnarSource(CompiledSource):
     async def process(self, partition: int, records: list[ConsumerRecord], events: list[Event | None]) -> None:
         table = self._decode(records)
         keys = None if table is None else self._keys(records)
-        if table is None or keys is None:
+        batch = None
+        if table is not None and keys is not None:
+            clock = self.begin(partition)
+            ctx = self.ctx
+            ts = np.fromiter((r.timestamp for r in records), dtype=np.int64, count=len(records))
+            before = clock.observe(0, MIN_TIMESTAMP, ctx.wall)  # the watermark before this batch: unmoved
+            own = np.maximum.accumulate(ts)
+            if before != MIN_TIMESTAMP:
+                own = np.maximum(own, before)
+            batch = self._compute(partition, table, keys, ts, own)
+        if batch is None:
             self.row_batches += 1
             if len(events) != len(records):  # the runtime left decoding to us
                 decode = cast(_Decoding, self.ctx.runtime).decode
@@ -113,16 +139,9 @@ class ColumnarSource(CompiledSource):
             await super().process(partition, records, events)
             return
         self.columnar_batches += 1
-        clock = self.begin(partition)
         ctx = self.ctx
-        wall = ctx.wall
-        ts = np.fromiter((r.timestamp for r in records), dtype=np.int64, count=len(records))
-        before = clock.observe(0, MIN_TIMESTAMP, wall)  # the watermark before this batch
-        own = np.maximum.accumulate(ts)
-        if before != MIN_TIMESTAMP:
-            own = np.maximum(own, before)
-        ctx.own = clock.observe(0, int(ts.max()), wall)
-        self._aggregate(partition, records, table, keys, ts, own)
+        ctx.own = clock.observe(0, int(ts.max()), ctx.wall)
+        self._apply(records, batch)
         now = ctx.runtime.clock()
         for tick in self.tickers:
             tick(now)
@@ -192,16 +211,26 @@ class ColumnarSource(CompiledSource):
                                len(state_keys) - 1)
         return indices.astype(np.int64), state_keys
 
-    def _aggregate(self, partition: int, records: list[ConsumerRecord], table: pa.Table,
-                   keys: tuple[np.ndarray, list[bytes]], ts: np.ndarray, own: np.ndarray) -> None:
+    def _compute(self, partition: int, table: pa.Table, keys: tuple[np.ndarray, list[bytes]], ts: np.ndarray,
+                 own: np.ndarray) -> _Batch | None:
+        """The batch's partial aggregates per (key, window) and its late records, with no
+        side effect; None when a kernel refuses (an arithmetic overflow, types Arrow
+        cannot compare): the row path takes the batch, and does what it does with it."""
+        import pyarrow as pa
+
+        try:
+            return self._partials(partition, table, keys, ts, own)
+        except (pa.ArrowException, OverflowError):
+            return None
+
+    def _partials(self, partition: int, table: pa.Table, keys: tuple[np.ndarray, list[bytes]], ts: np.ndarray,
+                  own: np.ndarray) -> _Batch:
         import pyarrow as pa
         import pyarrow.compute as pc
 
         chain, agg = self.chain, self.aggregate
         assert chain is not None and agg is not None
-        ctx = self.ctx
-        txn = ctx.txn(agg.table)
-        n = len(records)
+        n = len(ts)
         mask = np.ones(n, dtype=bool)
         for expr in chain.filters:
             kept = pc.fill_null(expr.arrow(table), False)
@@ -227,16 +256,12 @@ class ColumnarSource(CompiledSource):
                 rows.append(idx)
                 starts.append(start[idx])
         late = np.nonzero(mask & ~on_time_any)[0]
-        if len(late):
-            decode = cast(_Decoding, ctx.runtime).decode
-            for i in late.tolist():
-                ev = decode(self.topic, records[i])
-                if ev is not None:
-                    send_late(ctx, agg.key_codec, ev, agg.name, int(now[i]))
+        batch = _Batch(late, now, [], [], {}, [], size)
         if not rows:
-            return
+            return batch
         row = np.concatenate(rows)
         key_idx, state_keys = keys
+        batch.state_keys = state_keys
         columns: dict[str, Any] = {"k": key_idx[row], "s": np.concatenate(starts)}
         aggs_spec: AggSpec = chain.spec
         wanted: list[tuple[Any, ...]] = []
@@ -251,14 +276,42 @@ class ColumnarSource(CompiledSource):
             if isinstance(values, pa.Scalar):
                 values = pa.array([values.as_py()] * n, type=values.type)
             column = f"v{i}"
-            columns[column] = values.take(pa.array(row))
+            columns[column] = taken = values.take(pa.array(row))
+            if a.kind == "sum" and pa.types.is_integer(taken.type) and len(taken):
+                # Arrow's integer sums wrap at 2**63, Python's do not: a batch that could
+                # overflow goes to the row path.
+                low_high = pc.min_max(taken).as_py()
+                if builtins.max(abs(low_high["min"] or 0), abs(low_high["max"] or 0)) * len(taken) >= 2**63:
+                    raise OverflowError("an integer sum could overflow int64")
             options = pc.ScalarAggregateOptions(min_count=0) if a.kind == "sum" else None
             wanted.append((column, a.kind, options))
             names.append((a.name, f"{column}_{a.kind}"))
         grouped = pa.table(columns).group_by(["k", "s"], use_threads=False).aggregate(wanted)
-        out_keys = grouped.column("k").to_pylist()
-        out_starts = grouped.column("s").to_pylist()
-        results = {name: grouped.column(col).to_pylist() for name, col in names}
+        batch.keys = grouped.column("k").to_pylist()
+        batch.starts = grouped.column("s").to_pylist()
+        batch.results = {name: grouped.column(col).to_pylist() for name, col in names}
+        batch.names = [name for name, _c in names]
+        return batch
+
+    def _apply(self, records: list[ConsumerRecord], batch: _Batch) -> None:
+        """Send the late records on, and merge the partial aggregates into the operator's
+        pending ones: one store read per (key, window) not pending yet."""
+        chain, agg = self.chain, self.aggregate
+        assert chain is not None and agg is not None
+        ctx = self.ctx
+        if not len(batch.late) and not batch.keys:
+            return  # every record filtered out
+        txn = ctx.txn(agg.table)  # refused as on the row path when the state has no such partition
+        if len(batch.late):
+            decode = cast(_Decoding, ctx.runtime).decode
+            for i in batch.late.tolist():
+                ev = decode(self.topic, records[i])
+                if ev is not None:
+                    send_late(ctx, agg.key_codec, ev, agg.name, int(batch.now[i]))
+        if not batch.keys:
+            return
+        aggs_spec = chain.spec
+        results, size = batch.results, batch.size
         fixed = agg.fixed
         assert fixed is not None
         pending, loads, init, merge = fixed.pending, fixed.codec.loads, aggs_spec.init, aggs_spec.merger()
@@ -266,9 +319,10 @@ class ColumnarSource(CompiledSource):
         slot_of, read = view.slot, view.read_slot
         scalar = aggs_spec.scalar
         first = aggs_spec.aggs[0].name
-        for j, (k, start) in enumerate(zip(out_keys, out_starts, strict=True)):
-            partial = results[first][j] if scalar else {name: results[name][j] for name, _c in names}
-            kb = state_keys[k]
+        names = batch.names
+        for j, (k, start) in enumerate(zip(batch.keys, batch.starts, strict=True)):
+            partial = results[first][j] if scalar else {name: results[name][j] for name in names}
+            kb = batch.state_keys[k]
             end = start + size
             slot = slot_of(kb, start, end)
             entry = pending.get(slot)

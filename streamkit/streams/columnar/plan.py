@@ -220,8 +220,10 @@ def _label(node: StreamNode) -> str:
         return f"group_by {key!r} -> {p['topic'].name}" if key is not None else f"group_by -> {p['topic'].name}"
     if node.kind == "window_aggregate":
         spec: AggSpec | None = p.get("columns")
-        what = "aggregate" if spec is None else ", ".join(repr(a) for a in spec.aggs)
-        return f"window {type(p['agg'].spec).__name__} [{what}] {node.path!r} .{p['emit']}()"
+        what = "aggregate(fn)" if spec is None else ", ".join(
+            f"{a.kind}({'' if a.expr is None else repr(a.expr)})" for a in spec.aggs)
+        kind = type(p["agg"].spec).__name__.removesuffix("Windows").lower()
+        return f"{kind} {node.path!r}: {what} .{p['emit']}()"
     if node.kind == "to":
         return f"to {p['topic'].name}"
     return f"{node.kind} {node.path}"
@@ -248,10 +250,10 @@ def explain(app: App) -> str:
             covered = {s.node.id for s in steps}
             for s in steps:
                 seen.add(s.node.id)
-                lines.append(f"  {_label(s.node):<60} {s.path:<8} {s.why}")
+                lines.append(f"  {_label(s.node):<48} {s.path:<8} {s.why}")
         else:
             covered = {srcs[0].id}
-            lines.append(f"  {'(repartitioned records)':<60} {ROW:<8} each record carries its writer's watermark")
+            lines.append(f"  {'(repartitioned records)':<48} {ROW:<8} each record carries its writer's watermark")
         _rest(srcs, covered, downstream, lines, seen)
     return "\n".join(lines)
 
@@ -275,6 +277,6 @@ def _rest(srcs: list[StreamNode], covered: set[int], downstream: dict[int, list[
             why = "a Python function per record"
         else:
             why = "per record"
-        lines.append(f"  {_label(node):<60} {ROW:<8} {why}")
+        lines.append(f"  {_label(node):<48} {ROW:<8} {why}")
         if node.kind != "group_by":
             stack.extend(downstream.get(node.id, []))
