@@ -534,6 +534,16 @@ def measure_restore(name: str, args: list[str], env: dict[str, str], log: Path, 
     return res
 
 
+# streamkit's modes (``_streams_peers/streamkit_app.py``): the DSL over dicts (no Python
+# function: columnar), the same forced onto the row path, the README tutorial's style (a
+# pydantic model and a lambda: row path), the same in column expressions (columnar), agents.
+MODE_LABELS = {"dsl": "streamkit DSL", "dsl-row": "streamkit DSL (row path)",
+               "dsl-lambda": "streamkit DSL lambda+model", "dsl-columns": "streamkit DSL col()+model",
+               "agent": "streamkit agent+Table"}
+# Issue 20's targets against quixstreams in the same run: (per CPU-second, wall-clock).
+TARGETS_VS_QUIX = {"streamkit DSL lambda+model": (8.0, 6.0), "streamkit DSL col()+model": (20.0, None)}
+
+
 def run_streamkit(mode: str, bootstrap: str, broker_pid: int, data: Dataset, work: Path, args: argparse.Namespace,
                   restore: bool = True, tag: str = "", guarantee: str = "at_least_once") -> tuple[Run, Restore | None]:
     app_id = f"streams-bench-streamkit-{mode}{tag}"
@@ -546,14 +556,14 @@ def run_streamkit(mode: str, bootstrap: str, broker_pid: int, data: Dataset, wor
     prof = Path(args.profile) if args.profile and not tag else None
     cprof = Path(args.cprofile) if args.cprofile and not tag else None
     cmd = streamkit_cmd(bootstrap, run_dir, cprof / f"streamkit-{mode}.prof" if cprof else None)
-    label = "streamkit DSL" if mode == "dsl" else "streamkit agent+Table"
+    label = MODE_LABELS[mode]
     if guarantee != "at_least_once":
         label += " (EOS)"
     print(f"\n{label}: {data.events:,} events ({machine_load()}) ...", flush=True)
     run, proc = run_framework(label, cmd, env, PEERS, log, bootstrap, app_id, data, args.partitions,
                               args.timeout, broker_pid, prof / f"streamkit-{mode}.txt" if prof else None)
     stop_process(proc)
-    if mode == "dsl":
+    if mode.startswith("dsl"):
         run.out_records, run.out_sum = read_output(bootstrap, output, args.partitions)
     print_run(run, data)
     if not (restore and run.ok):
@@ -744,6 +754,16 @@ def report(runs: list[Run], restores: list[Restore], faust: Run | None, quix: Ru
                 checks.append((f">= {target:.0f}x {what}", None))
         print(f"  {name:<22} " + "; ".join(f"{what}: {'-' if ok is None else 'PASS' if ok else 'MISS'}"
                                           for what, ok in checks))
+    for name, (cpu_target, wall_target) in TARGETS_VS_QUIX.items():
+        r = firsts.get(name)
+        twin = None if r is None else same_data(r, quix)
+        if twin is None or quix is None:
+            continue
+        c, x = ratio(twin, quix, cpu=True), ratio(twin, quix)
+        line = f"  {name:<22} vs quix per CPU-s {c:.1f}x (target >= {cpu_target:.0f}x: {'PASS' if c >= cpu_target else 'MISS'})"
+        if wall_target is not None:
+            line += f"; wall-clock {x:.1f}x (target >= {wall_target:.0f}x: {'PASS' if x >= wall_target else 'MISS'})"
+        print(line)
     for res in restores:
         ok = res.rate >= TARGET_RESTORE if res.rate == res.rate else None
         print(f"  {res.name:<22} >= {TARGET_RESTORE:,} changelog records/s: "
@@ -764,7 +784,9 @@ def main() -> int:
                          "those, and ratios compare runs on the same data only")
     ap.add_argument("--skip-peers", action="store_true", help="streamkit only")
     ap.add_argument("--only", choices=["streamkit", "faust", "quix"], help="run one framework")
-    ap.add_argument("--modes", default="dsl,agent", help="streamkit modes to run (default dsl,agent)")
+    ap.add_argument("--peers", default="faust,quix", help="peers to run (default faust,quix)")
+    ap.add_argument("--modes", default="dsl,agent",
+                    help="streamkit modes to run: dsl, dsl-row, dsl-lambda, dsl-columns, agent (default dsl,agent)")
     ap.add_argument("--exactly-once", action="store_true",
                     help="also run each streamkit mode under processing.guarantee=exactly_once, same commit interval")
     ap.add_argument("--no-restore", action="store_true", help="skip the changelog restore measurement")
@@ -781,7 +803,7 @@ def main() -> int:
     if args.peer_events is None:
         args.peer_events = args.events
 
-    selected = {args.only} if args.only else {"streamkit", "faust", "quix"}
+    selected = {args.only} if args.only else {"streamkit", *(p.strip() for p in args.peers.split(",") if p.strip())}
     if args.skip_peers:
         selected -= {"faust", "quix"}
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]

@@ -4,7 +4,11 @@ Run by the benchmark as ``python -m streamkit worker -A streamkit_app:app -b BOO
 --data-dir DIR`` (cwd: this directory), configured through environment variables:
 
 - ``STREAMS_BENCH_MODE``: ``dsl`` (declarative, one final result per closed window to the
-  output topic) or ``agent`` (an agent doing ``table[key] += 1`` on a windowed Table).
+  output topic; dict values, no Python function: it runs on the columnar path),
+  ``dsl-row`` (the same on the row path: ``dsl.columnar.enable=false``), ``dsl-lambda`` (the
+  DSL as the README's tutorial writes it: a pydantic model and a lambda filter, so the row
+  path), ``dsl-columns`` (the same pipeline in column expressions: the columnar path) or
+  ``agent`` (an agent doing ``table[key] += 1`` on a windowed Table).
 - ``STREAMS_BENCH_APP`` (the app id = consumer group), ``STREAMS_BENCH_INPUT``,
   ``STREAMS_BENCH_OUTPUT``, ``STREAMS_BENCH_COMMIT_MS`` (1000), ``STREAMS_BENCH_PARTITIONS`` (4),
   ``STREAMS_BENCH_GUARANTEE`` (``at_least_once``; ``exactly_once`` for ``--exactly-once``).
@@ -18,7 +22,10 @@ from __future__ import annotations
 
 import os
 
+from pydantic import BaseModel
+
 import streamkit
+from streamkit.streams.columnar import col
 
 MODE = os.environ.get("STREAMS_BENCH_MODE", "dsl")
 APP_ID = os.environ.get("STREAMS_BENCH_APP", f"streams-bench-streamkit-{MODE}")
@@ -28,11 +35,38 @@ COMMIT_MS = int(os.environ.get("STREAMS_BENCH_COMMIT_MS", "1000"))
 PARTITIONS = int(os.environ.get("STREAMS_BENCH_PARTITIONS", "4"))
 GUARANTEE = os.environ.get("STREAMS_BENCH_GUARANTEE", "at_least_once")
 
-app = streamkit.App(APP_ID, config={"commit.interval.ms": COMMIT_MS, "num.partitions": PARTITIONS,
-                                    "processing.guarantee": GUARANTEE})
-events = app.topic(INPUT)  # keys: str, values: JSON (orjson) -> dict
 
-if MODE == "dsl":
+class Reading(BaseModel):
+    key: str
+    ts: int
+    value: int
+
+
+app = streamkit.App(APP_ID, config={"commit.interval.ms": COMMIT_MS, "num.partitions": PARTITIONS,
+                                    "processing.guarantee": GUARANTEE, "dsl.columnar.enable": MODE != "dsl-row"})
+# keys: str, values: JSON (orjson) -> dict, or the model
+events = app.topic(INPUT, value_type=Reading if MODE in ("dsl-lambda", "dsl-columns") else None)
+
+if MODE == "dsl-lambda":
+    # Every input record passes the filter: the same results as the other modes.
+    (
+        app.stream(events)
+        .filter(lambda r: r.key != "health")
+        .window(streamkit.tumbling(minutes=1))
+        .count(name="counts")
+        .final()
+        .to(OUTPUT)
+    )
+elif MODE == "dsl-columns":
+    (
+        app.stream(events)
+        .filter(col("key") != "health")
+        .window(streamkit.tumbling(minutes=1))
+        .count(name="counts")
+        .final()
+        .to(OUTPUT)
+    )
+elif MODE in ("dsl", "dsl-row"):
     (
         app.stream(events)
         .window(streamkit.tumbling(minutes=1))
@@ -49,4 +83,4 @@ elif MODE == "agent":
         async for value in stream:
             counts[value["key"]] += 1
 else:
-    raise SystemExit(f"STREAMS_BENCH_MODE must be dsl or agent, not {MODE!r}")
+    raise SystemExit(f"STREAMS_BENCH_MODE must be dsl, dsl-row, dsl-lambda, dsl-columns or agent, not {MODE!r}")

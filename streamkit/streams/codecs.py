@@ -60,6 +60,7 @@ class JsonCodec:
     """JSON via orjson; ``type_`` (int, float, dict, list[...]...) is validated on load."""
 
     def __init__(self, type_: Any = None) -> None:
+        self.type_ = type_
         self._adapter = TypeAdapter(type_) if type_ not in (None, Any, object) else None
 
     def dumps(self, obj: Any) -> bytes:

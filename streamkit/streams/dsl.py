@@ -54,6 +54,10 @@ from streamkit.streams.aggregate import (
     retention_ms,
 )
 from streamkit.streams.codecs import Codec, JsonCodec, StrCodec, codec_for
+from streamkit.streams.columnar.aggs import AggExpr, AggSpec
+from streamkit.streams.columnar.aggs import count as count_agg
+from streamkit.streams.columnar.aggs import sum as sum_agg
+from streamkit.streams.columnar.expr import Expr, ExprTypeError, Schema
 from streamkit.streams.event import TimestampExtractor
 from streamkit.streams.joins import (
     JoinWindows,
@@ -171,8 +175,20 @@ class StreamNode:
         return StreamNode(self.app, kind, (self,), path=path or (f"{self.path}-{step}" if step else self.path),
                           **params)
 
-    def filter(self, predicate: Callable[[Any], bool]) -> StreamNode:
+    def filter(self, predicate: Callable[[Any], bool] | Expr) -> StreamNode:
+        """Keep the records for which ``predicate(value)`` is true. A column expression
+        (``col("page") != "/health"``) is checked against the value's model now, and can
+        run on the columnar path (``explain()``)."""
+        if isinstance(predicate, Expr):
+            _check_expr(self, predicate, "filter", want_bool=True)
+            return self._child("filter", fn=predicate.row(), expr=predicate)
         return self._child("filter", fn=predicate)
+
+    def explain(self) -> str:
+        """Every step of the app's DSL graph, the path it runs on (columnar or row) and why."""
+        from streamkit.streams.columnar.plan import explain
+
+        return explain(self.app)
 
     def map(self, fn: Callable[[Any], Any]) -> StreamNode:
         """Transform values (keys stay)."""
@@ -188,13 +204,17 @@ class StreamNode:
     def peek(self, fn: Callable[[Any], None]) -> StreamNode:
         return self._child("peek", fn=fn)
 
-    def group_by(self, key: Callable[[Any], Any], *, name: str | None = None, key_type: Any = str) -> StreamNode:
+    def group_by(self, key: Callable[[Any], Any] | Expr, *, name: str | None = None,
+                 key_type: Any = str) -> StreamNode:
         """Re-key by ``key(value)`` through the repartition topic ``{app}-{name}-repartition``.
         Name it: the name is part of the topic's name and must stay stable across deploys
         (unnamed, it is named after its place in the pipeline, with a warning)."""
         name = name or generated_name(self.app, f"{self.path}-group-by", f"group_by on {self.path}")
         codec = codec_for(key_type, StrCodec())
         topic = self.app.repartition_topic(name, key_codec=codec, value_codec=_value_codec_of(self))
+        if isinstance(key, Expr):
+            _check_expr(self, key, "group_by", want_bool=False)
+            return self._child("group_by", path=name, fn=key.row(), topic=topic, expr=key)
         return self._child("group_by", path=name, fn=key, topic=topic)
 
     def group_by_key(self) -> StreamNode:
@@ -407,7 +427,8 @@ class WindowedStream:
         self.timestamp = timestamp
 
     def _aggregate(self, kind: str, init: Callable[[], Any], add: Callable[[Any, Any], Any], codec: Codec,
-                   name: str | None, merge: Callable[[Any, Any], Any] | None) -> WindowedAggregation:
+                   name: str | None, merge: Callable[[Any, Any], Any] | None,
+                   columns: AggSpec | None = None) -> WindowedAggregation:
         parent = self.parent
         if name is None:
             path = f"{parent.path}-{_spec_kind(self.spec)}-{kind}"
@@ -416,12 +437,30 @@ class WindowedStream:
         assert isinstance(table, WindowState)
         table.configure(self.spec, codec, _topic_of(parent))
         agg = Aggregation(self.spec, init, add, codec, merge, self.retention, self.timestamp)
-        return WindowedAggregation(parent, agg, table)
+        return WindowedAggregation(parent, agg, table, columns)
 
     def count(self, *, name: str | None = None) -> WindowedAggregation:
-        return self._aggregate("count", int, lambda agg, _v: agg + 1, JsonCodec(), name, operator.add)
+        return self._aggregate("count", int, lambda agg, _v: agg + 1, JsonCodec(), name, operator.add,
+                               AggSpec((count_agg(),), scalar=True))
 
-    def sum(self, fn: Callable[[Any], Any] | None = None, *, name: str | None = None) -> WindowedAggregation:
+    def agg(self, *aggregations: AggExpr, name: str | None = None) -> WindowedAggregation:
+        """Aggregations over column expressions, per key and window:
+        ``.agg(count(), sum("amount"))``. The aggregate is a dict, one entry per
+        aggregation (``count``, ``sum_amount``, or the name given with ``.alias()``);
+        checked against the value's model now, and can run on the columnar path."""
+        spec = AggSpec(tuple(aggregations))
+        schema, model_name = _value_schema(self.parent)
+        spec.check(schema, model_name)
+        return self._aggregate("agg", spec.init, spec.adder(), JsonCodec(), name, spec.merge, spec)
+
+    def sum(self, fn: Callable[[Any], Any] | Expr | str | None = None, *,
+            name: str | None = None) -> WindowedAggregation:
+        """The sum per key and window of ``fn(value)``, of a column (``sum(col("amount"))``
+        or ``sum("amount")``: can run on the columnar path), or of the values themselves."""
+        if isinstance(fn, Expr | str):
+            spec = AggSpec((sum_agg(fn),), scalar=True)
+            spec.check(*_value_schema(self.parent))
+            return self._aggregate("sum", spec.init, spec.adder(), JsonCodec(), name, spec.merge, spec)
         get = fn or (lambda v: v)
         return self._aggregate("sum", int, lambda agg, v: agg + get(v), JsonCodec(), name, operator.add)
 
@@ -447,10 +486,12 @@ class WindowedStream:
 
 
 class WindowedAggregation:
-    def __init__(self, parent: StreamNode, agg: Aggregation, table: WindowState) -> None:
+    def __init__(self, parent: StreamNode, agg: Aggregation, table: WindowState,
+                 columns: AggSpec | None = None) -> None:
         self.parent = parent
         self.agg = agg
         self.table = table
+        self.columns = columns
         self._emitted = False
 
     def _emit(self, mode: str) -> StreamNode:
@@ -460,7 +501,7 @@ class WindowedAggregation:
                              "declare a second aggregation, with its own name, for another")
         self._emitted = True
         return StreamNode(self.parent.app, "window_aggregate", (self.parent,), path=self.table.name, agg=self.agg,
-                          table=self.table, emit=mode)
+                          table=self.table, emit=mode, columns=self.columns)
 
     def final(self) -> StreamNode:
         """One result per window, when it closes (end + grace <= stream time)."""
@@ -469,6 +510,21 @@ class WindowedAggregation:
     def current(self) -> StreamNode:
         """The updated result of every window a record changes, at once."""
         return self._emit("current")
+
+
+def _value_schema(node: StreamNode) -> tuple[Schema, str]:
+    from streamkit.streams.columnar.plan import value_schema
+
+    return value_schema(node)
+
+
+def _check_expr(node: StreamNode, expr: Expr, what: str, *, want_bool: bool) -> None:
+    """``expr`` over ``node``'s values: its fields exist and its types fit, or a clear error."""
+    schema, model_name = _value_schema(node)
+    t = expr.dtype(schema, model_name)
+    if want_bool and t is not None and t is not bool:
+        raise ExprTypeError(f"{what}({expr!r}): the condition is a {t.__name__}, not a bool "
+                            "(compare it: col(...) == value)")
 
 
 def source(app: App, topic: Topic) -> StreamNode:

@@ -42,7 +42,15 @@ from streamkit.streams.processing import (
     send_late,
 )
 from streamkit.streams.topic import Topic, partition_for_key
-from streamkit.streams.watermarks import DATA, IDLE, MARK, WM_HEADER, encode_stamp, unpack_stamp
+from streamkit.streams.watermarks import (
+    DATA,
+    IDLE,
+    MARK,
+    WM_HEADER,
+    InputClock,
+    encode_stamp,
+    unpack_stamp,
+)
 from streamkit.streams.windows import MIN_TIMESTAMP
 
 if TYPE_CHECKING:
@@ -201,6 +209,8 @@ class CompiledSource:
     ctx: Context
     tickers: list[Callable[[int], None]]
     stamped: bool = False
+    # Decodes its records itself (the columnar executor): the runtime hands it none decoded.
+    decodes: bool = False
 
     async def process(self, partition: int, records: list[ConsumerRecord], events: list[Event | None]) -> None:
         """A fetched batch of ``partition``: its ``records`` and their ``events``, decoded by
@@ -208,12 +218,8 @@ class CompiledSource:
         watermark-only one)."""
         ctx = self.ctx
         runtime = ctx.runtime
-        ctx.partition = partition
-        ctx.topic = name = self.topic.name
-        for load in ctx.loaders:
-            load(partition)
-        clock = ctx.current = ctx.clock(name, partition)
-        wall = ctx.wall = runtime.clock()
+        clock = self.begin(partition)
+        wall = ctx.wall
         entry = self.entry
         observe = clock.observe
         if self.stamped:
@@ -243,6 +249,18 @@ class CompiledSource:
         for tick in self.tickers:
             tick(now)
         await self.flush()
+
+    def begin(self, partition: int) -> InputClock:
+        """Set the context for a batch of ``partition`` (operators load their stored stream
+        time); the partition's clock."""
+        ctx = self.ctx
+        ctx.partition = partition
+        ctx.topic = self.topic.name
+        for load in ctx.loaders:
+            load(partition)
+        clock = ctx.current = ctx.clock(ctx.topic, partition)
+        ctx.wall = ctx.runtime.clock()
+        return clock
 
     def mark_idle(self, partition: int) -> None:
         """Tell every downstream partition that this (empty, caught-up) partition has
@@ -473,6 +491,7 @@ class _Graph:
     def __init__(self, app: App, runtime: PipelineRuntime) -> None:
         self.ctx = Context(runtime)
         self.runtime = runtime
+        self.app = app
         self.downstream: dict[int, list[StreamNode]] = {}
         self.nodes: dict[int, StreamNode] = {}
         for sink in app.streams:
@@ -563,14 +582,32 @@ class _Graph:
             if node.kind == "source":
                 readers.setdefault(node.params["topic"].name, []).append(node)
         out: list[CompiledSource] = []
-        for same_topic in readers.values():
+        for name, same_topic in readers.items():
             entries = [self.processor(node) for node in same_topic]
-            out.append(CompiledSource(same_topic[0].params["topic"], entries[0] if len(entries) == 1
-                                      else _fan_out(entries), ctx, self.tickers))
+            entry = entries[0] if len(entries) == 1 else _fan_out(entries)
+            columnar = self.columnar(name, entry)
+            out.append(columnar or CompiledSource(same_topic[0].params["topic"], entry, ctx, self.tickers))
         # One source per repartition topic (several group_by nodes may share a name).
         for node in self.repartitions.values():
             out.append(CompiledSource(node.params["topic"], self.emitter(node), ctx, self.tickers, stamped=True))
         return out
+
+
+    def columnar(self, topic: str, entry: Processor) -> CompiledSource | None:
+        """``topic``'s chain on the columnar executor, if every step allows it
+        (``streamkit.streams.columnar.plan``); the row chain ``entry`` stays for batches
+        it refuses."""
+        if topic in self.repartitions or not self.runtime.settings.dsl_columnar:
+            return None
+        from streamkit.streams.columnar.executor import ColumnarSource
+        from streamkit.streams.columnar.plan import columnar_chain
+
+        chain = columnar_chain(self.app, topic, external=True)
+        if chain is None:
+            return None
+        aggregate = getattr(self.processor(chain.aggregate), "__self__", None)
+        return ColumnarSource(chain.source.params["topic"], entry, self.ctx, self.tickers, chain=chain,
+                              aggregate=aggregate)
 
 
 def compile_pipelines(app: App, runtime: PipelineRuntime) -> list[CompiledSource]:

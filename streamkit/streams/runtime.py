@@ -807,7 +807,11 @@ class Runtime:
         handled (dead letter, log line, metric, or the stop) once however many read it.
         None for a bad record, and for a repartition topic's watermark-only record (no data)."""
         source, decode = self.app.topics[topic], self.decode
-        if any(compiled.stamped for compiled in self._pipelines.get(topic, ())):
+        pipelines = self._pipelines.get(topic, ())
+        if (pipelines and all(compiled.decodes for compiled in pipelines) and not self._agent_readers.get(topic)
+                and not self._forwarders.get(topic)):
+            return []  # read only by columnar pipelines, which decode a batch into columns themselves
+        if any(compiled.stamped for compiled in pipelines):
             return [decode(source, r) if carries_data(r.headers) else None for r in records]
         return [decode(source, r) for r in records]
 

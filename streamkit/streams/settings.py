@@ -104,6 +104,8 @@ class AppSettings(BaseModel):
         description='Where records dropped as late go, besides the metric (created at start).')
     window_idle_close_ms: int = Field(default=0, alias="window.idle.close.ms", ge=0,
         description="Leave inputs silent this long (wall clock) out of stream time's minimum; when all are, stream time follows the wall clock (0: off).")
+    dsl_columnar: bool = Field(default=True, alias="dsl.columnar.enable",
+        description="Run DSL chains that allow it a fetch batch at a time on Arrow columns (stream.explain() shows which); false: every step on the row path.")
     max_task_idle_ms: int = Field(default=0, alias="max.task.idle.ms", ge=-1,
         description='Pause DSL input partitions that run ahead of the slowest one with records left, for at most this long (0: off).')
     repartition_purge_interval_ms: int = Field(default=30000, alias="repartition.purge.interval.ms", ge=0,
