@@ -634,6 +634,35 @@ def connect_distributed(
         raise _fail(f"cannot start the Connect worker: {exc.strerror or exc}") from None
 
 
+@app.command("schema-registry")
+def schema_registry(
+    config_file: Path | None = typer.Option(None, "--config", metavar="FILE",
+                                            help="A schema-registry.properties file (Confluent's names)."),
+    overrides: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                        help="Override a setting: listeners, kafkastore.bootstrap.servers, "
+                                             "kafkastore.topic, schema.compatibility.level, ...; repeatable."),
+    ready_file: Path | None = typer.Option(None, "--ready-file", metavar="FILE",
+                                           help="Write the bound port here once serving."),
+    loglevel: str = typer.Option("info", "--loglevel", metavar="LEVEL", help="debug, info, warning or error."),
+) -> None:
+    """Run a Confluent-compatible Schema Registry (Avro, JSON Schema, Protobuf) on a broker."""
+    from streamkit.broker.config import read_properties
+    from streamkit.log.errors import ConfigError
+    from streamkit.schemas import RegistryConfig, RegistryConfigError, run_schema_registry
+
+    _setup_logging(loglevel)
+    try:
+        settings = read_properties(config_file) if config_file else {}
+        settings.update(_pairs(overrides, "--set"))
+        config = RegistryConfig.from_settings(settings)
+    except (RegistryConfigError, ConfigError) as exc:
+        raise _fail(str(exc)) from None
+    try:
+        run_schema_registry(config, ready_file)
+    except OSError as exc:
+        raise _fail(str(exc)) from None
+
+
 def _connect_logging(loglevel: str) -> None:
     import logging
 

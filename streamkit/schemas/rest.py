@@ -1,0 +1,348 @@
+"""Confluent Schema Registry's REST API on FastAPI. Errors are Confluent's bodies,
+``{"error_code": 40401, "message": ...}``; a body that is not JSON is a 400. Writes
+reaching a process that is not the leader are forwarded to the leader, and answered
+with the leader's response once this process has read what the leader wrote."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from streamkit import __version__
+from streamkit.schemas import errors
+from streamkit.schemas.compatibility import SCHEMA_TYPES
+from streamkit.schemas.errors import RegistryError
+from streamkit.schemas.records import SchemaVersion
+from streamkit.schemas.service import NewSchema, Registry
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+def _error(status: int, code: int, message: str) -> JSONResponse:
+    return JSONResponse({"error_code": code, "message": message}, status_code=status, media_type=CONTENT_TYPE)
+
+
+def _ok(body: Any, status: int = 200) -> JSONResponse:
+    return JSONResponse(body, status_code=status, media_type=CONTENT_TYPE)
+
+
+def _version_json(sv: SchemaVersion) -> dict[str, Any]:
+    out: dict[str, Any] = {"subject": sv.subject, "version": sv.version, "id": sv.id}
+    if sv.schema_type != "AVRO":
+        out["schemaType"] = sv.schema_type
+    if sv.references:
+        out["references"] = [r.to_json() for r in sv.references]
+    out["schema"] = sv.schema
+    return out
+
+
+def _schema_json(sv: SchemaVersion) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if sv.schema_type != "AVRO":
+        out["schemaType"] = sv.schema_type
+    if sv.references:
+        out["references"] = [r.to_json() for r in sv.references]
+    out["schema"] = sv.schema
+    return out
+
+
+def _version_id(text: str) -> int:
+    if text == "latest":
+        return -1
+    try:
+        version = int(text)
+    except ValueError:
+        version = 0
+    if version == -1 or version >= 1:
+        return version
+    raise RegistryError(errors.INVALID_VERSION, f"The specified version '{text}' is not a valid version id. Allowed "
+                                                "values are between [1, 2^31-1] and the string \"latest\"")
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "false").lower() == "true"
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise RegistryError(errors.BAD_REQUEST, "Request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise RegistryError(errors.BAD_REQUEST, "Request body must be a JSON object")
+    return body
+
+
+Forwarder = Callable[[Request], Awaitable[Response | None]]
+
+
+def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
+    """The REST app over ``registry``; ``forward(request)`` answers a write this process
+    must not do itself (not the leader), or returns None to go on here."""
+    app = FastAPI(title="streamkit Schema Registry", version=__version__, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    state = registry.state
+
+    @app.exception_handler(RegistryError)
+    async def _registry_error(_request: Request, exc: RegistryError) -> JSONResponse:
+        return _error(exc.status, exc.code, exc.message)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _error(exc.status_code, exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(422, 422, "; ".join(str(e.get("msg")) for e in exc.errors()))
+
+    @app.exception_handler(Exception)
+    async def _internal(_request: Request, exc: Exception) -> JSONResponse:
+        log.error("registry request failed", exc_info=exc)
+        return _error(500, errors.STORE_ERROR[1], f"{type(exc).__name__}: {exc}")
+
+    @app.get("/")
+    async def root() -> JSONResponse:
+        return _ok({})
+
+    @app.get("/schemas/types")
+    async def schema_types() -> JSONResponse:
+        return _ok(list(SCHEMA_TYPES))
+
+    @app.get("/contexts")
+    async def contexts() -> JSONResponse:
+        return _ok(["."])
+
+    @app.get("/subjects")
+    async def subjects(request: Request) -> JSONResponse:
+        return _ok(state.subject_names(_flag(request, "deleted"), request.query_params.get("subjectPrefix", "")))
+
+    @app.get("/subjects/{subject}/versions")
+    async def versions(subject: str, request: Request) -> JSONResponse:
+        return _ok([sv.version for sv in state.versions(subject, _flag(request, "deleted"))])
+
+    @app.get("/subjects/{subject}/versions/{version}")
+    async def get_version(subject: str, version: str, request: Request) -> JSONResponse:
+        return _ok(_version_json(state.version(subject, _version_id(version), _flag(request, "deleted"))))
+
+    @app.get("/subjects/{subject}/versions/{version}/schema")
+    async def get_version_schema(subject: str, version: str, request: Request) -> Response:
+        sv = state.version(subject, _version_id(version), _flag(request, "deleted"))
+        return PlainTextResponse(sv.schema, media_type=CONTENT_TYPE)
+
+    @app.get("/subjects/{subject}/versions/{version}/referencedby")
+    async def referenced_by(subject: str, version: str) -> JSONResponse:
+        sv = state.version(subject, _version_id(version))
+        return _ok(state.referenced_by(subject, sv.version))
+
+    @app.post("/subjects/{subject}/versions")
+    async def register(subject: str, request: Request) -> Response:
+        new = NewSchema.from_json(await _body(request))
+        if (forwarded := await forward(request)) is not None:
+            return forwarded
+        sv = await registry.register(subject, new, _flag(request, "normalize"))
+        return _ok({"id": sv.id, **_version_json(sv)})
+
+    @app.post("/subjects/{subject}")
+    async def lookup(subject: str, request: Request) -> JSONResponse:
+        new = NewSchema.from_json(await _body(request))
+        sv = registry.lookup(subject, new, _flag(request, "normalize"), _flag(request, "deleted"))
+        return _ok(_version_json(sv))
+
+    @app.delete("/subjects/{subject}/versions/{version}")
+    async def delete_version(subject: str, version: str, request: Request) -> Response:
+        vid = _version_id(version)
+        if (forwarded := await forward(request)) is not None:
+            return forwarded
+        return _ok(await registry.delete_version(subject, vid, _flag(request, "permanent")))
+
+    @app.delete("/subjects/{subject}")
+    async def delete_subject(subject: str, request: Request) -> Response:
+        if (forwarded := await forward(request)) is not None:
+            return forwarded
+        return _ok(await registry.delete_subject(subject, _flag(request, "permanent")))
+
+    @app.get("/schemas")
+    async def schemas(request: Request) -> JSONResponse:
+        prefix = request.query_params.get("subjectPrefix", "")
+        deleted = _flag(request, "deleted")
+        latest_only = _flag(request, "latestOnly")
+        out = []
+        for subject in state.subject_names(deleted, prefix):
+            found = state.versions(subject, deleted)
+            out += [_version_json(sv) for sv in (found[-1:] if latest_only else found)]
+        return _ok(out)
+
+    @app.get("/schemas/ids/{schema_id}")
+    async def by_id(schema_id: int, request: Request) -> JSONResponse:
+        return _ok(_schema_json(await _by_id(schema_id, request.query_params.get("subject"))))
+
+    @app.get("/schemas/ids/{schema_id}/schema")
+    async def by_id_schema(schema_id: int) -> Response:
+        return PlainTextResponse((await _by_id(schema_id, None)).schema, media_type=CONTENT_TYPE)
+
+    @app.get("/schemas/ids/{schema_id}/subjects")
+    async def id_subjects(schema_id: int, request: Request) -> JSONResponse:
+        await _by_id(schema_id, None)
+        return _ok(sorted({sv.subject for sv in state.id_usages(schema_id, _flag(request, "deleted"))}))
+
+    @app.get("/schemas/ids/{schema_id}/versions")
+    async def id_versions(schema_id: int, request: Request) -> JSONResponse:
+        await _by_id(schema_id, None)
+        return _ok([{"subject": sv.subject, "version": sv.version}
+                    for sv in state.id_usages(schema_id, _flag(request, "deleted"))])
+
+    async def _by_id(schema_id: int, subject: str | None) -> SchemaVersion:
+        try:
+            return state.by_id(schema_id, subject)
+        except RegistryError:
+            # another process may have just registered it: catch up once before saying no
+            if registry.store is not None:
+                await registry.store.read_to_end()
+            return state.by_id(schema_id, subject)
+
+    async def _compatibility(subject: str, version: int | None, request: Request) -> JSONResponse:
+        new = NewSchema.from_json(await _body(request))
+        if version is not None and not state.live_versions(subject):
+            if version == -1:
+                return _ok({"is_compatible": True} if not _flag(request, "verbose")
+                           else {"is_compatible": True, "messages": []})
+            state.versions(subject)
+        problems = registry.compatibility_problems(subject, new, version, _flag(request, "normalize"))
+        body: dict[str, Any] = {"is_compatible": not problems}
+        if _flag(request, "verbose"):
+            body["messages"] = problems
+        return _ok(body)
+
+    @app.post("/compatibility/subjects/{subject}/versions/{version}")
+    async def compatibility_version(subject: str, version: str, request: Request) -> JSONResponse:
+        return await _compatibility(subject, _version_id(version), request)
+
+    @app.post("/compatibility/subjects/{subject}/versions")
+    async def compatibility_all(subject: str, request: Request) -> JSONResponse:
+        return await _compatibility(subject, None, request)
+
+    @app.get("/config")
+    async def get_config() -> JSONResponse:
+        return _ok({"compatibilityLevel": registry.level(None)})
+
+    @app.get("/config/{subject}")
+    async def get_subject_config(subject: str, request: Request) -> JSONResponse:
+        if subject in state.configs:
+            return _ok({"compatibilityLevel": state.configs[subject]})
+        if _flag(request, "defaultToGlobal"):
+            return _ok({"compatibilityLevel": registry.level(None)})
+        raise RegistryError(errors.SUBJECT_CONFIG_NOT_FOUND,
+                            f"Subject '{subject}' does not have subject-level compatibility configured")
+
+    async def _put_config(subject: str | None, request: Request) -> Response:
+        body = await _body(request)
+        level = body.get("compatibility", body.get("compatibilityLevel"))
+        if not isinstance(level, str):
+            raise RegistryError(errors.INVALID_COMPATIBILITY_LEVEL, "Invalid compatibility level: the body needs "
+                                                                    "\"compatibility\"")
+        level = level.upper()
+        if (forwarded := await forward(request)) is not None:
+            return forwarded
+        await registry.set_level(subject, level)
+        return _ok({"compatibility": level})
+
+    @app.put("/config")
+    async def put_config(request: Request) -> Response:
+        return await _put_config(None, request)
+
+    @app.put("/config/{subject}")
+    async def put_subject_config(subject: str, request: Request) -> Response:
+        return await _put_config(subject, request)
+
+    @app.delete("/config")
+    async def delete_config(request: Request) -> Response:
+        if (forwarded := await forward(request)) is not None:
+            return forwarded
+        old = await registry.set_level(None, None)
+        return _ok({"compatibilityLevel": old})
+
+    @app.delete("/config/{subject}")
+    async def delete_subject_config(subject: str, request: Request) -> Response:
+        if (forwarded := await forward(request)) is not None:
+            return forwarded
+        old = await registry.set_level(subject, None)
+        return _ok({"compatibilityLevel": old})
+
+    @app.get("/mode")
+    async def get_mode() -> JSONResponse:
+        return _ok({"mode": registry.mode(None)})
+
+    @app.get("/mode/{subject}")
+    async def get_subject_mode(subject: str, request: Request) -> JSONResponse:
+        if subject in state.modes:
+            return _ok({"mode": state.modes[subject]})
+        if _flag(request, "defaultToGlobal"):
+            return _ok({"mode": registry.mode(None)})
+        raise RegistryError(errors.SUBJECT_MODE_NOT_FOUND, f"Subject '{subject}' does not have subject-level mode "
+                                                           "configured")
+
+    async def _put_mode(subject: str | None, request: Request) -> Response:
+        body = await _body(request)
+        mode = body.get("mode")
+        if not isinstance(mode, str):
+            raise RegistryError(errors.INVALID_MODE, "Invalid mode: the body needs \"mode\"")
+        if (forwarded := await forward(request)) is not None:
+            return forwarded
+        await registry.set_mode(subject, mode.upper(), _flag(request, "force"))
+        return _ok({"mode": mode.upper()})
+
+    @app.put("/mode")
+    async def put_mode(request: Request) -> Response:
+        return await _put_mode(None, request)
+
+    @app.put("/mode/{subject}")
+    async def put_subject_mode(subject: str, request: Request) -> Response:
+        return await _put_mode(subject, request)
+
+    @app.delete("/mode/{subject}")
+    async def delete_subject_mode(subject: str, request: Request) -> Response:
+        if (forwarded := await forward(request)) is not None:
+            return forwarded
+        old = await registry.set_mode(subject, None, False)
+        return _ok({"mode": old})
+
+    return app
+
+
+def make_forwarder(is_leader: Callable[[], bool], leader_url: Callable[[], str | None],
+                   after: Callable[[], Awaitable[None]]) -> Forwarder:
+    """Forward a request to the leader when this process is not it; ``after`` runs once the
+    leader answered (catching up with what it wrote)."""
+    client = httpx.AsyncClient(timeout=30)
+
+    async def forward(request: Request) -> Response | None:
+        if is_leader():
+            return None
+        url = leader_url()
+        if url is None:
+            raise RegistryError(errors.FORWARDING_ERROR, "Error while forwarding the request to the leader: no "
+                                                         "leader is elected")
+        try:
+            response = await client.request(request.method, url + request.url.path, params=request.query_params,
+                                            content=await request.body(),
+                                            headers={"Content-Type": request.headers.get("content-type",
+                                                                                         CONTENT_TYPE)})
+        except httpx.HTTPError as exc:
+            raise RegistryError(errors.FORWARDING_ERROR,
+                                f"Error while forwarding the request to the leader {url}: {exc}") from None
+        if response.status_code < 300:
+            await after()
+        return Response(response.content, status_code=response.status_code, media_type=CONTENT_TYPE)
+
+    return forward
