@@ -8,6 +8,9 @@ Three ways to run one, all real (the Kafka protocol on a loopback socket):
 - ``with BrokerProcess(tmp_path) as broker``: a separate ``streamkit broker`` process, which a
   test can SIGKILL (``broker.kill()``) and start again on the same data directory.
 
+``with SchemaRegistryProcess(broker.bootstrap, log_file) as registry`` runs
+``streamkit schema-registry`` on it (``registry.url``).
+
 ``await http_get(port, "/tables/NAME/KEY")`` asks a running worker's web endpoints.
 
 Each exposes ``bootstrap`` ("127.0.0.1:PORT"). Settings use Kafka's broker names; the
@@ -44,7 +47,8 @@ if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
 __all__ = [
-    "TEST_SETTINGS", "BrokerProcess", "BrokerThread", "ChildProcess", "ZooKeeperServer", "embedded_broker",
+    "TEST_SETTINGS", "BrokerProcess", "BrokerThread", "ChildProcess", "SchemaRegistryProcess", "ZooKeeperServer",
+    "embedded_broker",
     "free_port", "http_get", "log_tail", "metric_value", "zookeeper_available",
 ]
 
@@ -291,6 +295,53 @@ class BrokerProcess(ChildProcess):
             self.stop()
         else:
             self.kill()
+
+
+class SchemaRegistryProcess(ChildProcess):
+    """``streamkit schema-registry`` as a child process on a free port, its store on
+    ``bootstrap``. A start after a stop or kill binds the port learned before, so clients
+    keep their URL; ``settings`` use Confluent's names."""
+
+    def __init__(self, bootstrap: str, log_file: Path, settings: Mapping[str, Any] | None = None,
+                 host: str = "127.0.0.1") -> None:
+        self.bootstrap = bootstrap
+        self.log_file = log_file
+        self.settings = {k: str(v) for k, v in (settings or {}).items()}
+        self.host = host
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 60) -> SchemaRegistryProcess:
+        ready = Path(tempfile.mkstemp(prefix="streamkit-registry-ready-")[1])
+        ready.unlink()
+        settings = {"kafkastore.bootstrap.servers": self.bootstrap, "listeners": f"http://{self.host}:{self.port}",
+                    **self.settings}
+        args = [sys.executable, "-m", "streamkit", "schema-registry", "--ready-file", str(ready)]
+        for key, value in settings.items():
+            args += ["--set", f"{key}={value}"]
+        self.process = _spawn(args, self.log_file)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ready.exists() and ready.read_text().strip():
+                self.port = int(ready.read_text().split()[0])
+                ready.unlink()
+                return self
+            if self.process.poll() is not None:
+                raise RuntimeError(f"schema registry exited with {self.process.returncode}; see {self.log_file}:\n"
+                                   f"{log_tail(self.log_file, 20)}")
+            time.sleep(0.02)
+        self.kill()
+        raise TimeoutError(f"schema registry did not start within {timeout_s}s; see {self.log_file}")
+
+    def __enter__(self) -> SchemaRegistryProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def log_tail(path: Path, lines: int = 40) -> str:

@@ -51,6 +51,7 @@ def parse_avro(text: str, references: list[str] = (), normalize: bool = False) -
         for ref in references:
             fastavro.parse_schema(json.loads(ref), named_schemas=named)
         raw = json.loads(text)
+        _check_records(raw)
         parsed = fastavro.parse_schema(raw, named_schemas=named)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON: {exc}") from None
@@ -60,6 +61,30 @@ def parse_avro(text: str, references: list[str] = (), normalize: bool = False) -
         raise ValueError(str(exc)) from None
     canonical = json.dumps(raw, separators=(",", ":"), sort_keys=normalize)
     return AvroSchema(text, parsed, named, canonical)
+
+
+def _check_records(schema: Any) -> None:
+    """What Java's parser refuses and fastavro lets through: a record without ``fields``
+    and a field name used twice."""
+    if isinstance(schema, list):
+        for branch in schema:
+            _check_records(branch)
+    if not isinstance(schema, dict):
+        return
+    if schema.get("type") in ("record", "error"):
+        fields = schema.get("fields")
+        if not isinstance(fields, list):
+            raise ValueError(f"record {schema.get('name')} has no fields")
+        names = [f.get("name") for f in fields if isinstance(f, dict)]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"record {schema.get('name')}: duplicate field {name}")
+        for f in fields:
+            if isinstance(f, dict):
+                _check_records(f.get("type"))
+    for key in ("items", "values"):
+        if key in schema:
+            _check_records(schema[key])
 
 
 def _type_name(schema: Any) -> str:

@@ -17,9 +17,13 @@ unknown numbers and defaults missing ones.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass, field
 from typing import Any
 
+from antlr4.error.ErrorListener import ErrorListener
+from google.protobuf import descriptor_pb2
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
@@ -54,6 +58,22 @@ class ProtobufSchema:
         self.canonical = canonical
 
 
+class _Raise(ErrorListener):  # type: ignore[misc]
+    """ANTLR recovers from syntax errors and prints them; a registry refuses the schema."""
+
+    def syntaxError(self, _recognizer: Any, _symbol: Any, line: int, column: int, msg: str, _e: Any) -> None:
+        raise ValueError(f"line {line}:{column}: {msg}")
+
+
+def _strict(target: Any) -> None:
+    target.removeErrorListeners()
+    target.addErrorListener(_Raise())
+
+
+def _parse(text: str) -> Any:
+    return Parser(setup_lexer=_strict, setup_parser=_strict).parse(text)
+
+
 def _walk_names(elements: list[Any], prefix: str, messages: set[str], enums: set[str]) -> None:
     for element in elements:
         if isinstance(element, ast.Message):
@@ -83,10 +103,15 @@ def _resolve(type_name: str, scope: str, messages: set[str], enums: set[str]) ->
 
 
 def parse_protobuf(text: str, references: list[str] = ()) -> ProtobufSchema:  # type: ignore[assignment]
+    """Parse ``.proto`` text, or a base64-encoded ``FileDescriptorProto`` (what
+    confluent-kafka's Python ``ProtobufSerializer`` registers)."""
+    described = _from_descriptor(text)
+    if described is not None:
+        return described
     try:
-        parsed = Parser().parse(text)
-        deps = [Parser().parse(ref) for ref in references]
-    except Exception as exc:  # the parser raises its own (antlr) errors
+        parsed = _parse(text)
+        deps = [_parse(ref) for ref in references]
+    except Exception as exc:  # a syntax error, or one of the parser's own
         raise ValueError(f"not a valid .proto: {exc}") from None
     if not any(isinstance(e, (ast.Message, ast.Enum)) for e in parsed.file_elements):
         raise ValueError("a .proto schema defines at least one message or enum")
@@ -102,6 +127,47 @@ def parse_protobuf(text: str, references: list[str] = ()) -> ProtobufSchema:  # 
     _collect(parsed.file_elements, f".{package}" if package else "", messages, enums, out)
     canonical = "\n".join(line.rstrip() for line in text.strip().splitlines())
     return ProtobufSchema(text, package, out, canonical)
+
+
+def _from_descriptor(text: str) -> ProtobufSchema | None:
+    try:
+        file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text.strip(), validate=True))
+    except (binascii.Error, ValueError, Exception):  # protobuf's DecodeError is an Exception
+        return None
+    if not file.message_type and not file.enum_type:
+        return None
+    out: dict[str, _Message] = {}
+    _collect_descriptors(list(file.message_type), f".{file.package}" if file.package else "", out)
+    return ProtobufSchema(text, file.package, out, text.strip())
+
+
+_TYPE_NAMES = {number: name.removeprefix("TYPE_").lower()
+               for name, number in descriptor_pb2.FieldDescriptorProto.Type.items()}
+
+
+def _collect_descriptors(messages: list[Any], scope: str, out: dict[str, _Message]) -> None:
+    for message_proto in messages:
+        name = f"{scope}.{message_proto.name}"
+        entries = {f"{name}.{n.name}": n for n in message_proto.nested_type if n.options.map_entry}
+        message = _Message()
+        out[name] = message
+        for f in message_proto.field:
+            type_name = _TYPE_NAMES[f.type]
+            if f.type_name in entries:
+                key, value = entries[f.type_name].field
+                value_type = value.type_name or _TYPE_NAMES[value.type]
+                kind, type_name = "map", f"map<{_TYPE_NAMES[key.type]},{value_type}>"
+            elif type_name in ("message", "group"):
+                kind, type_name = "message", f.type_name
+            elif type_name == "enum":
+                kind, type_name = "enum", f.type_name
+            else:
+                kind = "scalar"
+            label = {3: "repeated", 2: "required"}.get(f.label, "optional")
+            oneof = (message_proto.oneof_decl[f.oneof_index].name
+                     if f.HasField("oneof_index") and not f.proto3_optional else None)
+            message.fields[f.number] = _Field(f.name, f.number, type_name, kind, label, oneof)
+        _collect_descriptors([n for n in message_proto.nested_type if not n.options.map_entry], name, out)
 
 
 def _collect(elements: list[Any], scope: str, messages: set[str], enums: set[str], out: dict[str, _Message]) -> None:
