@@ -34,6 +34,9 @@ class KafkaStore:
         self._tp = TopicPartition(topic, 0)
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        # asks for the end offset on a connection of its own: on the reader's, a request
+        # waits behind the long-polling fetch (a broker answers a connection in order)
+        self._offsets: AIOKafkaConsumer | None = None
         self._reader: asyncio.Task[None] | None = None
         self._advanced = asyncio.Condition()
 
@@ -55,6 +58,9 @@ class KafkaStore:
         self._consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
                                           auto_offset_reset="earliest", client_id=self.client_id)
         await start_client(self._consumer)
+        self._offsets = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                         client_id=self.client_id)
+        await start_client(self._offsets)
         self._consumer.assign([self._tp])
         await self._consumer.seek_to_beginning(self._tp)
         self._reader = asyncio.create_task(self._read(), name=f"schemas-store-{self.topic}")
@@ -77,11 +83,11 @@ class KafkaStore:
 
     async def read_to_end(self, timeout_s: float = 30) -> None:
         """Wait until every record written before this call has been applied."""
-        assert self._consumer is not None
+        assert self._consumer is not None and self._offsets is not None
         async with asyncio.timeout(timeout_s):
             while True:
                 try:
-                    end = (await self._consumer.end_offsets([self._tp]))[self._tp]
+                    end = (await self._offsets.end_offsets([self._tp]))[self._tp]
                     break
                 except KafkaError as exc:
                     log.warning("asking %s for its end failed, retrying: %s", self.topic, exc)
@@ -109,7 +115,8 @@ class KafkaStore:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reader
-        if self._consumer is not None:
-            await stop_client(self._consumer)
+        for consumer in (self._consumer, self._offsets):
+            if consumer is not None:
+                await stop_client(consumer)
         if self._producer is not None:
             await stop_client(self._producer)
