@@ -7,12 +7,14 @@ joins or leaves (or stops heartbeating), the group rebalances and all learn the 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.coordinator.protocol import (
     ConsumerProtocolMemberAssignment,
     ConsumerProtocolMemberMetadata,
@@ -64,6 +66,18 @@ class _LeaderAssignor:
         self._election.set_leader(leader)
 
 
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, election: LeaderElection) -> None:
+        self._election = election
+
+    def on_partitions_revoked(self, _revoked: object) -> None:
+        # a rebalance started: until it ends, no member may act as the leader
+        self._election.set_leader(None)
+
+    def on_partitions_assigned(self, _assigned: object) -> None:
+        pass
+
+
 class LeaderElection:
     def __init__(self, bootstrap: str, group_id: str, topic: str, url: str, eligible: bool, client_id: str) -> None:
         self.bootstrap = bootstrap
@@ -73,7 +87,7 @@ class LeaderElection:
         self.eligible = eligible
         self.client_id = client_id
         self.leader_url: str | None = None
-        self.generation = 0
+        self._known = asyncio.Event()
         self._consumer: AIOKafkaConsumer | None = None
 
     @property
@@ -81,10 +95,19 @@ class LeaderElection:
         return self.leader_url is not None and self.leader_url == self.url
 
     def set_leader(self, url: str | None) -> None:
-        self.generation += 1
-        if url != self.leader_url:
+        if url is not None and url != self.leader_url:
             log.info("schema registry leader is now %s%s", url, " (this process)" if url == self.url else "")
         self.leader_url = url
+        if url is None:
+            self._known.clear()
+        else:
+            self._known.set()
+
+    async def leader(self, timeout_s: float) -> str | None:
+        """The leader's URL, waiting up to ``timeout_s`` while a rebalance chooses one."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._known.wait(), timeout_s)
+        return self.leader_url
 
     async def start(self) -> None:
         consumer = AIOKafkaConsumer(
@@ -92,7 +115,7 @@ class LeaderElection:
             enable_auto_commit=False, partition_assignment_strategy=(_LeaderAssignor(self),),
             session_timeout_ms=10_000, heartbeat_interval_ms=1_000)
         await start_client(consumer)
-        consumer.subscribe([self.topic])
+        consumer.subscribe([self.topic], listener=_Rebalance(self))
         self._consumer = consumer
 
     async def stop(self) -> None:

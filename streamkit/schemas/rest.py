@@ -5,9 +5,11 @@ with the leader's response once this process has read what the leader wrote."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from fastapi import FastAPI, Request
@@ -320,27 +322,43 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
     return app
 
 
-def make_forwarder(is_leader: Callable[[], bool], leader_url: Callable[[], str | None],
-                   after: Callable[[], Awaitable[None]]) -> Forwarder:
+class Leadership(Protocol):
+    url: str
+
+    async def leader(self, timeout_s: float) -> str | None: ...
+
+
+LEADER_WAIT_S = 30.0
+
+
+def make_forwarder(election: Leadership, after: Callable[[], Awaitable[None]]) -> Forwarder:
     """Forward a request to the leader when this process is not it; ``after`` runs once the
-    leader answered (catching up with what it wrote)."""
+    leader answered (catching up with what it wrote). While the group chooses a leader, or
+    the one chosen cannot be reached (it just stopped), it waits up to LEADER_WAIT_S."""
     client = httpx.AsyncClient(timeout=30)
 
     async def forward(request: Request) -> Response | None:
-        if is_leader():
-            return None
-        url = leader_url()
-        if url is None:
-            raise RegistryError(errors.FORWARDING_ERROR, "Error while forwarding the request to the leader: no "
-                                                         "leader is elected")
-        try:
-            response = await client.request(request.method, url + request.url.path, params=request.query_params,
-                                            content=await request.body(),
-                                            headers={"Content-Type": request.headers.get("content-type",
-                                                                                         CONTENT_TYPE)})
-        except httpx.HTTPError as exc:
-            raise RegistryError(errors.FORWARDING_ERROR,
-                                f"Error while forwarding the request to the leader {url}: {exc}") from None
+        deadline = time.monotonic() + LEADER_WAIT_S
+        while True:
+            url = await election.leader(max(0.0, deadline - time.monotonic()))
+            if url is None:
+                raise RegistryError(errors.FORWARDING_ERROR, "Error while forwarding the request to the leader: no "
+                                                             f"leader was elected within {LEADER_WAIT_S:.0f} s")
+            if url == election.url:
+                return None
+            try:
+                response = await client.request(
+                    request.method, url + request.url.path, params=request.query_params, content=await request.body(),
+                    headers={"Content-Type": request.headers.get("content-type", CONTENT_TYPE)})
+                break
+            except httpx.ConnectError as exc:
+                if time.monotonic() > deadline:
+                    raise RegistryError(errors.FORWARDING_ERROR,
+                                        f"Error while forwarding the request to the leader {url}: {exc}") from None
+                await asyncio.sleep(0.2)  # a leader that stopped: the group is about to choose another
+            except httpx.HTTPError as exc:
+                raise RegistryError(errors.FORWARDING_ERROR,
+                                    f"Error while forwarding the request to the leader {url}: {exc}") from None
         if response.status_code < 300:
             await after()
         return Response(response.content, status_code=response.status_code, media_type=CONTENT_TYPE)

@@ -10,11 +10,14 @@ import logging
 import signal
 from pathlib import Path
 
+from starlette.requests import Request
+from starlette.responses import Response
+
 from streamkit.http import HttpServer
 from streamkit.schemas.config import RegistryConfig
 from streamkit.schemas.election import LeaderElection
 from streamkit.schemas.kafkastore import KafkaStore
-from streamkit.schemas.rest import create_app, make_forwarder
+from streamkit.schemas.rest import LEADER_WAIT_S, Forwarder, create_app, make_forwarder
 from streamkit.schemas.service import Registry
 from streamkit.schemas.state import RegistryState
 
@@ -31,6 +34,7 @@ class SchemaRegistryServer:
         self.http: HttpServer | None = None
         self.store: KafkaStore | None = None
         self.election: LeaderElection | None = None
+        self._forwarder: Forwarder | None = None
 
     @property
     def url(self) -> str:
@@ -40,28 +44,27 @@ class SchemaRegistryServer:
     async def start(self) -> None:
         config = self.config
         # bind first, so the URL the group learns is the one that answers (port 0 too)
-        election_holder: list[LeaderElection] = []
-
-        async def caught_up() -> None:
-            if self.store is not None:
-                await self.store.read_to_end()
-
-        forward = make_forwarder(lambda: bool(election_holder) and election_holder[0].is_leader,
-                                 lambda: election_holder[0].leader_url if election_holder else None, caught_up)
-        self.http = HttpServer(create_app(self.registry, forward), config.host, config.port,
+        self.http = HttpServer(create_app(self.registry, self._forward), config.host, config.port,
                                what="the schema registry")
         host = config.advertised_host or ("127.0.0.1" if config.host in ("0.0.0.0", "") else config.host)
         url = f"http://{host}:{self.http.port}"
-        self.store = KafkaStore(config.bootstrap, config.topic, config.replication, self.state.apply,
-                                client_id=f"schema-registry-{self.http.port}")
+        client_id = f"schema-registry-{self.http.port}"
+        self.store = KafkaStore(config.bootstrap, config.topic, config.replication, self.state.apply, client_id)
         await self.store.start()
         self.registry.store = self.store
         self.election = LeaderElection(config.bootstrap, config.group_id, config.topic, url, config.leader_eligible,
-                                       client_id=f"schema-registry-{self.http.port}")
-        election_holder.append(self.election)
+                                       client_id)
+        self._forwarder = make_forwarder(self.election, self.store.read_to_end)
         await self.election.start()
+        # serve once a leader is known (with a process that died still in the group, that
+        # is after its session times out)
+        await self.election.leader(LEADER_WAIT_S)
         await self.http.start()
         log.info("schema registry listening on %s (store %s on %s)", url, config.topic, config.bootstrap)
+
+    async def _forward(self, request: Request) -> Response | None:
+        assert self._forwarder is not None
+        return await self._forwarder(request)
 
     async def stop(self) -> None:
         if self.http is not None:
