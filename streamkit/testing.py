@@ -216,6 +216,23 @@ class ChildProcess:
         """The last ``lines`` lines of its log (stdout and stderr)."""
         return log_tail(self.log_file, lines)
 
+    def _await_ready_file(self, ready: Path, timeout_s: float, what: str) -> list[str]:
+        """The words the started process writes to ``ready`` once it serves (the file is
+        removed); killed if it does not within ``timeout_s``."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ready.exists() and ready.read_text().strip():
+                words = ready.read_text().split()
+                ready.unlink()
+                return words
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{what} exited with {self.process.returncode}; see {self.log_file}:\n"
+                                   f"{log_tail(self.log_file, 20)}")
+            time.sleep(0.02)
+        self.kill()
+        raise TimeoutError(f"{what} did not start within {timeout_s}s; see {self.log_file}")
+
 
 class BrokerProcess(ChildProcess):
     """``streamkit broker`` as a child process on a free port.
@@ -268,23 +285,12 @@ class BrokerProcess(ChildProcess):
 
     def wait_ready(self, timeout_s: float = 30) -> BrokerProcess:
         """Wait until the launched broker listens, and learn its port."""
-        assert self.process is not None and self._ready is not None, "launch() first"
-        ready = self._ready
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if ready.exists() and ready.read_text().strip():
-                lines = ready.read_text().split()
-                self.port = int(lines[0])
-                self.metrics_port = int(lines[1]) if len(lines) > 1 else None
-                ready.unlink()
-                self._ready = None
-                return self
-            if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode}; see {self.log_file}:\n"
-                                   f"{log_tail(self.log_file, 20)}")
-            time.sleep(0.02)
-        self.kill()
-        raise TimeoutError(f"broker did not start within {timeout_s}s; see {self.log_file}")
+        assert self._ready is not None, "launch() first"
+        lines = self._await_ready_file(self._ready, timeout_s, "broker")
+        self.port = int(lines[0])
+        self.metrics_port = int(lines[1]) if len(lines) > 1 else None
+        self._ready = None
+        return self
 
     def __enter__(self) -> BrokerProcess:
         return self.start()
@@ -324,18 +330,8 @@ class SchemaRegistryProcess(ChildProcess):
         for key, value in settings.items():
             args += ["--set", f"{key}={value}"]
         self.process = _spawn(args, self.log_file)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if ready.exists() and ready.read_text().strip():
-                self.port = int(ready.read_text().split()[0])
-                ready.unlink()
-                return self
-            if self.process.poll() is not None:
-                raise RuntimeError(f"schema registry exited with {self.process.returncode}; see {self.log_file}:\n"
-                                   f"{log_tail(self.log_file, 20)}")
-            time.sleep(0.02)
-        self.kill()
-        raise TimeoutError(f"schema registry did not start within {timeout_s}s; see {self.log_file}")
+        self.port = int(self._await_ready_file(ready, timeout_s, "schema registry")[0])
+        return self
 
     def __enter__(self) -> SchemaRegistryProcess:
         return self.start()

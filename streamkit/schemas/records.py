@@ -28,6 +28,7 @@ __all__ = [
     "mode_key",
     "mode_value",
     "noop_key",
+    "schema_fields",
     "schema_key",
     "schema_value",
 ]
@@ -62,15 +63,21 @@ def schema_key(subject: str, version: int) -> bytes:
     return _dumps({"keytype": "SCHEMA", "subject": subject, "version": version, "magic": 1})
 
 
-def schema_value(sv: SchemaVersion) -> bytes:
-    value: dict[str, Any] = {"subject": sv.subject, "version": sv.version, "id": sv.id}
+def schema_fields(sv: SchemaVersion) -> dict[str, Any]:
+    """``schemaType`` (left out for AVRO), ``references`` (when any) and ``schema``, as both
+    the topic and the REST API carry them."""
+    out: dict[str, Any] = {}
     if sv.schema_type != "AVRO":
-        value["schemaType"] = sv.schema_type
+        out["schemaType"] = sv.schema_type
     if sv.references:
-        value["references"] = [r.to_json() for r in sv.references]
-    value["schema"] = sv.schema
-    value["deleted"] = sv.deleted
-    return _dumps(value)
+        out["references"] = [r.to_json() for r in sv.references]
+    out["schema"] = sv.schema
+    return out
+
+
+def schema_value(sv: SchemaVersion) -> bytes:
+    return _dumps({"subject": sv.subject, "version": sv.version, "id": sv.id, **schema_fields(sv),
+                   "deleted": sv.deleted})
 
 
 def config_key(subject: str | None) -> bytes:

@@ -21,7 +21,7 @@ from streamkit import __version__
 from streamkit.schemas import errors
 from streamkit.schemas.compatibility import SCHEMA_TYPES
 from streamkit.schemas.errors import RegistryError
-from streamkit.schemas.records import SchemaVersion
+from streamkit.schemas.records import SchemaVersion, schema_fields
 from streamkit.schemas.service import NewSchema, Registry
 
 __all__ = ["create_app"]
@@ -40,23 +40,11 @@ def _ok(body: Any, status: int = 200) -> JSONResponse:
 
 
 def _version_json(sv: SchemaVersion) -> dict[str, Any]:
-    out: dict[str, Any] = {"subject": sv.subject, "version": sv.version, "id": sv.id}
-    if sv.schema_type != "AVRO":
-        out["schemaType"] = sv.schema_type
-    if sv.references:
-        out["references"] = [r.to_json() for r in sv.references]
-    out["schema"] = sv.schema
-    return out
+    return {"subject": sv.subject, "version": sv.version, "id": sv.id, **schema_fields(sv)}
 
 
 def _schema_json(sv: SchemaVersion) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if sv.schema_type != "AVRO":
-        out["schemaType"] = sv.schema_type
-    if sv.references:
-        out["references"] = [r.to_json() for r in sv.references]
-    out["schema"] = sv.schema
-    return out
+    return schema_fields(sv)
 
 
 def _version_id(text: str) -> int:
@@ -238,14 +226,18 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
     async def get_config() -> JSONResponse:
         return _ok({"compatibilityLevel": registry.level(None)})
 
+    def _subject_setting(table: dict[str | None, str], subject: str, request: Request, default: str,
+                         name: str, missing: tuple[int, int], what: str) -> JSONResponse:
+        if subject in table:
+            return _ok({name: table[subject]})
+        if _flag(request, "defaultToGlobal"):
+            return _ok({name: default})
+        raise RegistryError(missing, f"Subject '{subject}' does not have subject-level {what} configured")
+
     @app.get("/config/{subject}")
     async def get_subject_config(subject: str, request: Request) -> JSONResponse:
-        if subject in state.configs:
-            return _ok({"compatibilityLevel": state.configs[subject]})
-        if _flag(request, "defaultToGlobal"):
-            return _ok({"compatibilityLevel": registry.level(None)})
-        raise RegistryError(errors.SUBJECT_CONFIG_NOT_FOUND,
-                            f"Subject '{subject}' does not have subject-level compatibility configured")
+        return _subject_setting(state.configs, subject, request, registry.level(None), "compatibilityLevel",
+                                errors.SUBJECT_CONFIG_NOT_FOUND, "compatibility")
 
     async def _put_config(subject: str | None, request: Request) -> Response:
         body = await _body(request)
@@ -267,19 +259,18 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
     async def put_subject_config(subject: str, request: Request) -> Response:
         return await _put_config(subject, request)
 
-    @app.delete("/config")
-    async def delete_config(request: Request) -> Response:
+    async def _delete_config(subject: str | None, request: Request) -> Response:
         if (forwarded := await forward(request)) is not None:
             return forwarded
-        old = await registry.set_level(None, None)
-        return _ok({"compatibilityLevel": old})
+        return _ok({"compatibilityLevel": await registry.set_level(subject, None)})
+
+    @app.delete("/config")
+    async def delete_config(request: Request) -> Response:
+        return await _delete_config(None, request)
 
     @app.delete("/config/{subject}")
     async def delete_subject_config(subject: str, request: Request) -> Response:
-        if (forwarded := await forward(request)) is not None:
-            return forwarded
-        old = await registry.set_level(subject, None)
-        return _ok({"compatibilityLevel": old})
+        return await _delete_config(subject, request)
 
     @app.get("/mode")
     async def get_mode() -> JSONResponse:
@@ -287,12 +278,8 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
 
     @app.get("/mode/{subject}")
     async def get_subject_mode(subject: str, request: Request) -> JSONResponse:
-        if subject in state.modes:
-            return _ok({"mode": state.modes[subject]})
-        if _flag(request, "defaultToGlobal"):
-            return _ok({"mode": registry.mode(None)})
-        raise RegistryError(errors.SUBJECT_MODE_NOT_FOUND, f"Subject '{subject}' does not have subject-level mode "
-                                                           "configured")
+        return _subject_setting(state.modes, subject, request, registry.mode(None), "mode",
+                                errors.SUBJECT_MODE_NOT_FOUND, "mode")
 
     async def _put_mode(subject: str | None, request: Request) -> Response:
         body = await _body(request)
