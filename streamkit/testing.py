@@ -256,6 +256,7 @@ class BrokerProcess(ChildProcess):
         self.process: subprocess.Popen[bytes] | None = None
         self._ready: Path | None = None
         self.metrics_port: int | None = None  # with metrics.listener set
+        self.schema_registry_port: int | None = None  # with schema.registry.listeners set
 
     @property
     def bootstrap(self) -> str:
@@ -286,9 +287,12 @@ class BrokerProcess(ChildProcess):
     def wait_ready(self, timeout_s: float = 30) -> BrokerProcess:
         """Wait until the launched broker listens, and learn its port."""
         assert self._ready is not None, "launch() first"
-        lines = self._await_ready_file(self._ready, timeout_s, "broker")
-        self.port = int(lines[0])
-        self.metrics_port = int(lines[1]) if len(lines) > 1 else None
+        words = self._await_ready_file(self._ready, timeout_s, "broker")
+        ports = [int(w) for w in words if "=" not in w]
+        named = dict(w.split("=", 1) for w in words if "=" in w)
+        self.port = ports[0]
+        self.metrics_port = ports[1] if len(ports) > 1 else None
+        self.schema_registry_port = int(named["schema-registry"]) if "schema-registry" in named else None
         self._ready = None
         return self
 
