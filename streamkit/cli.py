@@ -663,6 +663,125 @@ def schema_registry(
         raise _fail(str(exc)) from None
 
 
+schemas_app = _typer(help="List, read, register and check schemas in a Schema Registry.")
+app.add_typer(schemas_app, name="schemas")
+RegistryOption = typer.Option(
+    "http://127.0.0.1:8081", "--schema-registry", "-r", metavar="URL", envvar="STREAMKIT_SCHEMA_REGISTRY_URL",
+    help="The Schema Registry (streamkit's or Confluent's).")
+
+
+def _registry_call(url: str, call: Any) -> Any:
+    from streamkit.schemas.client import RegistryClient, RegistryClientError
+
+    try:
+        with RegistryClient(url) as client:
+            return call(client)
+    except RegistryClientError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _schema_file(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise _fail(f"cannot read {path}: {exc.strerror}") from None
+
+
+@schemas_app.command("list")
+def schemas_list(
+    prefix: str = typer.Option("", "--prefix", metavar="PREFIX", help="Only subjects starting with this."),
+    deleted: bool = typer.Option(False, "--deleted", help="Include soft-deleted subjects."),
+    registry: str = RegistryOption,
+) -> None:
+    """Subjects with their latest version, schema id and type."""
+    def rows(client: Any) -> list[list[str]]:
+        out = []
+        for subject in client.subjects(deleted, prefix):
+            try:
+                latest = client.version(subject)
+                out.append([subject, str(latest.version), str(latest.id), latest.schema_type])
+            except Exception:  # a subject whose versions are all soft-deleted has no latest
+                out.append([subject, "-", "-", "deleted"])
+        return out
+
+    table = Table("SUBJECT", "VERSION", "ID", "TYPE", box=None)
+    for row in _registry_call(registry, rows):
+        table.add_row(*row)
+    console.print(table)
+
+
+@schemas_app.command("get")
+def schemas_get(
+    subject: str | None = typer.Argument(None, metavar="SUBJECT", help="The subject (or give --id)."),
+    version: str = typer.Option("latest", "--version", metavar="V", help="A version number or latest."),
+    schema_id: int | None = typer.Option(None, "--id", metavar="ID", help="A schema by its id instead."),
+    registry: str = RegistryOption,
+) -> None:
+    """Print a schema: a subject's version, or the schema with an id (JSON schemas indented)."""
+    import contextlib
+    import json
+
+    if (subject is None) == (schema_id is None):
+        raise _fail("give a SUBJECT or --id, one of them")
+    if schema_id is not None:
+        kind, text = _registry_call(registry, lambda client: client.by_id(schema_id))
+    else:
+        assert subject is not None
+        found = _registry_call(registry, lambda client: client.version(subject, version))
+        kind, text = found.schema_type, found.schema
+        err.print(f"{found.subject} version {found.version}, id {found.id}, {kind}", highlight=False)
+    if kind != "PROTOBUF":
+        with contextlib.suppress(ValueError):
+            text = json.dumps(json.loads(text), indent=2)
+    console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+@schemas_app.command("register")
+def schemas_register(
+    subject: str = typer.Argument(..., metavar="SUBJECT", help="e.g. TOPIC-value"),
+    path: Path = typer.Argument(..., metavar="FILE", help="The schema: .avsc, .json or .proto."),
+    schema_type: str | None = typer.Option(None, "--type", metavar="TYPE", show_default="by the file's suffix",
+                                           help="avro, json or protobuf."),
+    registry: str = RegistryOption,
+) -> None:
+    """Register FILE under SUBJECT (checked against the subject's compatibility level); print its id."""
+    from streamkit.schemas.client import RegistryClientError, schema_type_of
+
+    text = _schema_file(path)
+    try:
+        kind = schema_type_of(path, schema_type)
+    except RegistryClientError as exc:
+        raise _fail(str(exc)) from None
+    schema_id = _registry_call(registry, lambda client: client.register(subject, text, kind))
+    console.print(schema_id)
+
+
+@schemas_app.command("check")
+def schemas_check(
+    subject: str = typer.Argument(..., metavar="SUBJECT"),
+    path: Path = typer.Argument(..., metavar="FILE", help="The schema: .avsc, .json or .proto."),
+    schema_type: str | None = typer.Option(None, "--type", metavar="TYPE", show_default="by the file's suffix",
+                                           help="avro, json or protobuf."),
+    version: str = typer.Option("latest", "--version", metavar="V", help="Check against this version."),
+    registry: str = RegistryOption,
+) -> None:
+    """Whether FILE may be registered under SUBJECT: exit 0 if compatible, 1 with the reasons if not."""
+    from streamkit.schemas.client import RegistryClientError, schema_type_of
+
+    text = _schema_file(path)
+    try:
+        kind = schema_type_of(path, schema_type)
+    except RegistryClientError as exc:
+        raise _fail(str(exc)) from None
+    problems = _registry_call(registry, lambda client: client.check(subject, text, kind, version))
+    if not problems:
+        console.print(f"compatible with {subject} version {version}", highlight=False)
+        return
+    for problem in problems:
+        err.print(problem, highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(code=1)
+
+
 def _connect_logging(loglevel: str) -> None:
     import logging
 
