@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark lint clean
+.PHONY: venv demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark bench-schemas lint clean
 
 venv: $(STAMP)
 
@@ -36,6 +36,9 @@ bench-streams: venv
 
 bench-connect: venv
 	$(BIN)/python benchmarks/connect_bench.py
+
+bench-schemas: venv
+	$(BIN)/python benchmarks/schemas_bench.py
 
 bench-spark: venv
 	$(BIN)/python benchmarks/spark_bench.py

@@ -162,6 +162,9 @@ class AvroSerde(_RegistrySerde):
         super().__init__(model, registry_url, subject=subject, auto_register=auto_register)
         self.schema = avro_schema_for(model)
         self._parsed = fastavro.parse_schema(self.schema)
+        # model_dump's values go to fastavro as they are, unless an enum or a Decimal needs
+        # its Avro form
+        self._convert = _needs_conversion(model, set())
 
     def schema_text(self) -> str:
         return orjson.dumps(self.schema).decode()
@@ -171,7 +174,8 @@ class AvroSerde(_RegistrySerde):
         record = obj if isinstance(obj, self.model) else self.model.model_validate(obj)
         out = io.BytesIO()
         out.write(header)
-        fastavro.schemaless_writer(out, self._parsed, _avro_values(record.model_dump()))
+        values = record.model_dump()
+        fastavro.schemaless_writer(out, self._parsed, _avro_values(values) if self._convert else values)
         return out.getvalue()
 
     def loads(self, data: bytes) -> Any:
@@ -183,6 +187,17 @@ class AvroSerde(_RegistrySerde):
             self._writers[schema_id] = writer
         value = fastavro.schemaless_reader(io.BytesIO(body), writer, self._parsed)
         return self.model.model_validate(value)
+
+
+def _needs_conversion(annotation: Any, seen: set[Any]) -> bool:
+    if annotation in seen:
+        return False
+    seen.add(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return any(_needs_conversion(f.annotation, seen) for f in annotation.model_fields.values())
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum | Decimal):
+        return True
+    return any(_needs_conversion(a, seen) for a in typing.get_args(annotation))
 
 
 def _avro_values(value: Any) -> Any:
