@@ -24,7 +24,7 @@ from streamkit.schemas.errors import RegistryError
 from streamkit.schemas.records import SchemaVersion, schema_fields
 from streamkit.schemas.service import NewSchema, Registry
 
-__all__ = ["create_app"]
+__all__ = ["LeaderForwarder", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -318,13 +318,21 @@ class Leadership(Protocol):
 LEADER_WAIT_S = 30.0
 
 
-def make_forwarder(election: Leadership, after: Callable[[], Awaitable[None]]) -> Forwarder:
-    """Forward a request to the leader when this process is not it; ``after`` runs once the
+class LeaderForwarder:
+    """Forwards a request to the leader when this process is not it; ``after`` runs once the
     leader answered (catching up with what it wrote). While the group chooses a leader, or
     the one chosen cannot be reached (it just stopped), it waits up to LEADER_WAIT_S."""
-    client = httpx.AsyncClient(timeout=30)
 
-    async def forward(request: Request) -> Response | None:
+    def __init__(self, election: Leadership, after: Callable[[], Awaitable[None]]) -> None:
+        self._election = election
+        self._after = after
+        self._client = httpx.AsyncClient(timeout=30)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __call__(self, request: Request) -> Response | None:
+        election = self._election
         deadline = time.monotonic() + LEADER_WAIT_S
         while True:
             url = await election.leader(max(0.0, deadline - time.monotonic()))
@@ -334,7 +342,7 @@ def make_forwarder(election: Leadership, after: Callable[[], Awaitable[None]]) -
             if url == election.url:
                 return None
             try:
-                response = await client.request(
+                response = await self._client.request(
                     request.method, url + request.url.path, params=request.query_params, content=await request.body(),
                     headers={"Content-Type": request.headers.get("content-type", CONTENT_TYPE)})
                 break
@@ -347,7 +355,5 @@ def make_forwarder(election: Leadership, after: Callable[[], Awaitable[None]]) -
                 raise RegistryError(errors.FORWARDING_ERROR,
                                     f"Error while forwarding the request to the leader {url}: {exc}") from None
         if response.status_code < 300:
-            await after()
+            await self._after()
         return Response(response.content, status_code=response.status_code, media_type=CONTENT_TYPE)
-
-    return forward

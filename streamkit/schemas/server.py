@@ -17,7 +17,7 @@ from streamkit.http import HttpServer
 from streamkit.schemas.config import RegistryConfig
 from streamkit.schemas.election import LeaderElection
 from streamkit.schemas.kafkastore import KafkaStore
-from streamkit.schemas.rest import LEADER_WAIT_S, Forwarder, create_app, make_forwarder
+from streamkit.schemas.rest import LEADER_WAIT_S, LeaderForwarder, create_app
 from streamkit.schemas.service import Registry
 from streamkit.schemas.state import RegistryState
 
@@ -34,7 +34,7 @@ class SchemaRegistryServer:
         self.http: HttpServer | None = None
         self.store: KafkaStore | None = None
         self.election: LeaderElection | None = None
-        self._forwarder: Forwarder | None = None
+        self._forwarder: LeaderForwarder | None = None
 
     @property
     def url(self) -> str:
@@ -54,7 +54,7 @@ class SchemaRegistryServer:
         self.registry.store = self.store
         self.election = LeaderElection(config.bootstrap, config.group_id, config.topic, url, config.leader_eligible,
                                        client_id)
-        self._forwarder = make_forwarder(self.election, self.store.read_to_end)
+        self._forwarder = LeaderForwarder(self.election, self.store.read_to_end)
         await self.election.start()
         # serve once a leader is known (with a process that died still in the group, that
         # is after its session times out)
@@ -73,6 +73,8 @@ class SchemaRegistryServer:
             await self.election.stop()
         if self.store is not None:
             await self.store.stop()
+        if self._forwarder is not None:
+            await self._forwarder.aclose()
 
 
 async def _serve(config: RegistryConfig, ready_file: Path | None) -> None:
