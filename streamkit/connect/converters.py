@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from streamkit.connect.avro_converter import AvroConverter
 from streamkit.connect.data import DATE, DECIMAL, TIME, TIMESTAMP, Field, Schema
 from streamkit.connect.errors import ConfigError, DataError
 from streamkit.connect.plugins import PluginError, import_class
@@ -349,6 +350,10 @@ CONVERTERS: dict[str, type[Any]] = {
 }
 for _cls in (JsonConverter, StringConverter, ByteArrayConverter):
     CONVERTERS[f"{_cls.__module__}.{_cls.__name__}"] = _cls
+# Confluent's, over the Schema Registry
+CONVERTERS["io.confluent.connect.avro.AvroConverter"] = AvroConverter
+CONVERTERS["AvroConverter"] = AvroConverter
+CONVERTERS[f"{AvroConverter.__module__}.AvroConverter"] = AvroConverter
 
 
 def converter_class(name: str) -> type[Any]:

@@ -98,6 +98,11 @@ class RegistryClient:
                           {"schema": schema, "schemaType": schema_type})
         return int(body["id"])
 
+    def lookup(self, subject: str, schema: str, schema_type: str) -> int:
+        """The id of ``schema`` if it is registered under ``subject``."""
+        body = self._call("POST", f"/subjects/{quote(subject, safe='')}", {"schema": schema, "schemaType": schema_type})
+        return int(body["id"])
+
     def check(self, subject: str, schema: str, schema_type: str, version: str = "latest") -> list[str]:
         """Why ``schema`` breaks the subject's compatibility level against ``version``
         (empty: it does not)."""
