@@ -335,6 +335,15 @@ def produce(
     acks: str = typer.Option("all", "--acks", metavar="ACKS", help="0, 1 or all."),
     compression: str | None = typer.Option(None, "--compression", metavar="CODEC",
                                            help="gzip, snappy, lz4 or zstd."),
+    value_format: str | None = typer.Option(
+        None, "--value-format", metavar="FORMAT", show_default="the line as it is",
+        help="avro or json-schema: each value is a JSON document, encoded with --value-schema in the "
+             "Schema Registry's wire format."),
+    value_schema: Path | None = typer.Option(None, "--value-schema", metavar="FILE",
+                                             help="With --value-format: the schema, registered as TOPIC-value."),
+    schema_registry: str = typer.Option("http://127.0.0.1:8081", "--schema-registry", metavar="URL",
+                                        envvar="STREAMKIT_SCHEMA_REGISTRY_URL",
+                                        help="With --value-format: the Schema Registry."),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Produce one record per line of standard input.
@@ -349,9 +358,28 @@ def produce(
     if timestamp is not None and timestamp_separator is not None:
         raise _fail("give --timestamp or --timestamp-separator, not both")
     fmt = LineFormat(_separator(key_separator), _separator(timestamp_separator), timestamp)
+    encode = None
+    if value_format is not None:
+        encode = _value_encoder(schema_registry, topic, value_format, value_schema)
     sent = _run(produce_lines(bootstrap, topic, stdin_lines(), fmt, partition,
-                              "all" if acks == "-1" else acks, compression))
+                              "all" if acks == "-1" else acks, compression, encode))
     err.print(f"produced {sent} records to {topic}", highlight=False)
+
+
+def _value_encoder(url: str, topic: str, value_format: str, schema_file: Path | None) -> Any:
+    from streamkit.schemas.client import RegistryClientError
+    from streamkit.schemas.console_formats import VALUE_FORMATS, value_encoder
+
+    if value_format not in VALUE_FORMATS:
+        raise _fail(f"--value-format must be avro or json-schema, not {value_format!r}")
+    if schema_file is None:
+        raise _fail("--value-format needs --value-schema FILE")
+    try:
+        return value_encoder(url, topic, value_format, schema_file.read_text())
+    except OSError as exc:
+        raise _fail(f"cannot read {schema_file}: {exc.strerror}") from None
+    except RegistryClientError as exc:
+        raise _fail(str(exc)) from None
 
 
 @app.command()
@@ -375,6 +403,12 @@ def consume(
                                          help="Print CreateTime:MS<SEP> before each record."),
     key_separator: str = typer.Option("\t", "--key-separator", metavar="SEP", show_default="tab",
                                       help="Separator for --print-key."),
+    value_format: str | None = typer.Option(
+        None, "--value-format", metavar="FORMAT", show_default="the value as text",
+        help="avro or json-schema: decode values in the Schema Registry's wire format, print JSON."),
+    schema_registry: str = typer.Option("http://127.0.0.1:8081", "--schema-registry", metavar="URL",
+                                        envvar="STREAMKIT_SCHEMA_REGISTRY_URL",
+                                        help="With --value-format: the Schema Registry."),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Print a topic's records, one value per line."""
@@ -383,10 +417,17 @@ def consume(
     if offset is not None and partition is None:
         raise _fail("--offset needs --partition")
     separator = _separator(key_separator) or ""
+    decode = None
+    if value_format is not None:
+        from streamkit.schemas.console_formats import VALUE_FORMATS, value_decoder
+
+        if value_format not in VALUE_FORMATS:
+            raise _fail(f"--value-format must be avro or json-schema, not {value_format!r}")
+        decode = value_decoder(schema_registry)
     _run(consume_lines(bootstrap, topic, group, from_beginning, partition, offset, max_messages,
                        timeout_ms, lambda line: print(line, flush=True), print_key, separator,
                        notice=lambda text: print(text, file=sys.stderr, flush=True),
-                       print_timestamp=print_timestamp))
+                       print_timestamp=print_timestamp, decode_value=decode))
 
 
 @groups_app.command("list")
