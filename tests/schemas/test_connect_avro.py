@@ -1,4 +1,5 @@
-"""Connect's ``io.confluent.connect.avro.AvroConverter`` against the registry process:
+"""Connect's ``io.confluent.connect.avro.AvroConverter`` (and ``JsonSchemaConverter``)
+against the registry process:
 Connect data written as Avro in Confluent's wire format that confluent-kafka's own
 AvroDeserializer reads, records written by its AvroSerializer read as Connect data, and
 Connect's logical types on the way."""
@@ -13,6 +14,7 @@ import uuid
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from streamkit.connect.converters import make_converter
@@ -90,3 +92,22 @@ def test_errors(registry: SchemaRegistryProcess) -> None:
     with pytest.raises(DataError, match="magic byte"):
         conv.to_connect_data(topic, b'{"a": 1}')  # type: ignore[attr-defined]
     assert conv.from_connect_data(topic, v1.as_optional(), None) is None  # type: ignore[attr-defined]
+
+
+def test_json_schema_converter(registry: SchemaRegistryProcess) -> None:
+    topic = f"json-orders-{uuid.uuid4().hex[:8]}"
+    settings = {"schema.registry.url": registry.url}
+    writer = make_converter("io.confluent.connect.json.JsonSchemaConverter", settings, False)
+    data = writer.from_connect_data(topic, ORDER, VALUE)  # type: ignore[attr-defined]
+    assert data[0] == 0
+    reader = make_converter("io.confluent.connect.json.JsonSchemaConverter", settings, False)
+    schema, value = reader.to_connect_data(topic, data)  # type: ignore[attr-defined]
+    assert value == VALUE
+    assert [(f.name, f.schema.type, f.schema.name, f.schema.optional) for f in schema.fields] == [
+        (f.name, f.schema.type, f.schema.name, f.schema.optional) for f in ORDER.fields]
+    # confluent-kafka's JSONDeserializer validates the payload against the registered schema
+    decoded = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": registry.url}))(
+        data, SerializationContext(topic, MessageField.VALUE))
+    assert decoded["id"] == 7 and decoded["price"] == 12.34 and decoded["note"] is None
+    registered = SchemaRegistryClient({"url": registry.url}).get_latest_version(f"{topic}-value")
+    assert registered.schema.schema_type == "JSON"
