@@ -108,3 +108,15 @@ def test_broker_restart(tmp_path: Path) -> None:
         registry.stop()
         registry.start()
         assert httpx.get(f"{registry.url}/subjects").json() == ["survives", "survives-2"]
+
+
+def test_a_registry_not_eligible_never_leads(broker: BrokerProcess, tmp_path: Path) -> None:
+    settings = {"kafkastore.topic": f"_schemas_{tmp_path.name}", "schema.registry.group.id": tmp_path.name}
+    with SchemaRegistryProcess(broker.bootstrap, tmp_path / "a.log", settings) as eligible, \
+            SchemaRegistryProcess(broker.bootstrap, tmp_path / "b.log",
+                                  # its URL sorts first, so only the eligibility keeps it from leading
+                                  {**settings, "leader.eligibility": "false", "host.name": "127.0.0.0"}) as follower:
+        assert _leader(follower) == eligible.url
+        sid = register(follower.url, "via-follower", schema("x"))
+        assert httpx.get(f"{eligible.url}/schemas/ids/{sid}").status_code == 200
+        assert _leader(eligible) == eligible.url
