@@ -6,6 +6,7 @@ with the leader's response once this process has read what the leader wrote."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -21,6 +22,7 @@ from streamkit import __version__
 from streamkit.schemas import errors
 from streamkit.schemas.compatibility import SCHEMA_TYPES
 from streamkit.schemas.errors import RegistryError
+from streamkit.schemas.protobuf_descriptor import serialized
 from streamkit.schemas.records import SchemaVersion, schema_fields
 from streamkit.schemas.service import NewSchema, Registry
 
@@ -45,6 +47,17 @@ def _version_json(sv: SchemaVersion) -> dict[str, Any]:
 
 def _schema_json(sv: SchemaVersion) -> dict[str, Any]:
     return schema_fields(sv)
+
+
+def _formatted(sv: SchemaVersion, request: Request) -> SchemaVersion:
+    """``?format=serialized`` gives a Protobuf schema as a base64 FileDescriptorProto (what
+    confluent-kafka's Python deserializer asks for); other formats are served as stored."""
+    if request.query_params.get("format") != "serialized" or sv.schema_type != "PROTOBUF":
+        return sv
+    try:
+        return dataclasses.replace(sv, schema=serialized(sv.schema, f"{sv.subject}.proto"))
+    except (ValueError, TypeError, KeyError):  # a construct the descriptor builder lacks
+        return sv
 
 
 def _version_id(text: str) -> int:
@@ -123,7 +136,8 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
 
     @app.get("/subjects/{subject}/versions/{version}")
     async def get_version(subject: str, version: str, request: Request) -> JSONResponse:
-        return _ok(_version_json(state.version(subject, _version_id(version), _flag(request, "deleted"))))
+        sv = state.version(subject, _version_id(version), _flag(request, "deleted"))
+        return _ok(_version_json(_formatted(sv, request)))
 
     @app.get("/subjects/{subject}/versions/{version}/schema")
     async def get_version_schema(subject: str, version: str, request: Request) -> Response:
@@ -175,7 +189,7 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
 
     @app.get("/schemas/ids/{schema_id}")
     async def by_id(schema_id: int, request: Request) -> JSONResponse:
-        return _ok(_schema_json(await _by_id(schema_id, request.query_params.get("subject"))))
+        return _ok(_schema_json(_formatted(await _by_id(schema_id, request.query_params.get("subject")), request)))
 
     @app.get("/schemas/ids/{schema_id}/schema")
     async def by_id_schema(schema_id: int) -> Response:

@@ -141,3 +141,24 @@ def test_protobuf_serializer_round_trip(broker: BrokerProcess, registry: SchemaR
     assert [(o.id, o.item) for o in decoded] == [(i, f"item {i}") for i in range(3)]
     registered = client(registry).get_latest_version(f"{topic}-value")
     assert registered.schema.schema_type == "PROTOBUF"
+
+
+def test_protobuf_registered_as_text_is_read_by_the_python_deserializer(broker: BrokerProcess,
+                                                                        registry: SchemaRegistryProcess) -> None:
+    """Java and Go clients register .proto text; confluent-kafka's Python deserializer asks
+    for ``format=serialized`` (a FileDescriptorProto) and gets one built from the text."""
+    topic = f"pb-text-{uuid.uuid4().hex[:8]}"
+    text = ('syntax = "proto3";\npackage streamkit.test;\n'
+            'message Order {\n  int64 id = 1;\n  string item = 2;\n  repeated string tags = 3;\n}\n')
+    schema_id = client(registry).register_schema(f"{topic}-value", Schema(text, "PROTOBUF"))
+    order = _order_class()
+    # the wire format a Java producer writes: magic byte, id, message index [0] (one 0 byte)
+    values = [b"\x00" + schema_id.to_bytes(4, "big") + b"\x00" + order(id=i, item=f"item {i}").SerializeToString()
+              for i in range(2)]
+    it = iter(values)
+    _, decoded = round_trip(broker, topic, [None, None], lambda _v, _c: next(it),
+                            ProtobufDeserializer(order, {"use.deprecated.format": False},
+                                                 schema_registry_client=client(registry)))
+    assert [(o.id, o.item) for o in decoded] == [(0, "item 0"), (1, "item 1")]
+    # the text stays what is served by default
+    assert client(registry).get_schema(schema_id).schema_str == text.strip()
