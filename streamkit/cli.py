@@ -721,11 +721,16 @@ def _registry_call(url: str, call: Any) -> Any:
         raise _fail(str(exc)) from None
 
 
-def _schema_file(path: Path) -> str:
+def _schema_file(path: Path, schema_type: str | None) -> tuple[str, str]:
+    """The schema's text and type (given, else by the file's suffix)."""
+    from streamkit.schemas.client import RegistryClientError, schema_type_of
+
     try:
-        return path.read_text()
+        return path.read_text(), schema_type_of(path, schema_type)
     except OSError as exc:
         raise _fail(f"cannot read {path}: {exc.strerror}") from None
+    except RegistryClientError as exc:
+        raise _fail(str(exc)) from None
 
 
 @schemas_app.command("list")
@@ -786,13 +791,7 @@ def schemas_register(
     registry: str = RegistryOption,
 ) -> None:
     """Register FILE under SUBJECT (checked against the subject's compatibility level); print its id."""
-    from streamkit.schemas.client import RegistryClientError, schema_type_of
-
-    text = _schema_file(path)
-    try:
-        kind = schema_type_of(path, schema_type)
-    except RegistryClientError as exc:
-        raise _fail(str(exc)) from None
+    text, kind = _schema_file(path, schema_type)
     schema_id = _registry_call(registry, lambda client: client.register(subject, text, kind))
     console.print(schema_id)
 
@@ -807,13 +806,7 @@ def schemas_check(
     registry: str = RegistryOption,
 ) -> None:
     """Whether FILE may be registered under SUBJECT: exit 0 if compatible, 1 with the reasons if not."""
-    from streamkit.schemas.client import RegistryClientError, schema_type_of
-
-    text = _schema_file(path)
-    try:
-        kind = schema_type_of(path, schema_type)
-    except RegistryClientError as exc:
-        raise _fail(str(exc)) from None
+    text, kind = _schema_file(path, schema_type)
     problems = _registry_call(registry, lambda client: client.check(subject, text, kind, version))
     if not problems:
         console.print(f"compatible with {subject} version {version}", highlight=False)

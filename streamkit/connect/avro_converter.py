@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
-import struct
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,12 +22,11 @@ import fastavro
 import orjson
 
 from streamkit.connect.data import DATE, DECIMAL, TIME, TIMESTAMP, Field, Schema
-from streamkit.connect.errors import ConfigError, DataError
-from streamkit.schemas.client import RegistryClient, RegistryClientError
+from streamkit.connect.errors import DataError
+from streamkit.connect.registry_converter import HEADER_LEN, RegistryConverterBase
 
 __all__ = ["AvroConverter", "avro_to_connect", "connect_to_avro"]
 
-_HEADER = struct.Struct(">bI")
 _PRIMITIVES = {"int32": "int", "int64": "long", "float32": "float", "float64": "double", "boolean": "boolean",
                "string": "string", "bytes": "bytes"}
 _LOGICAL = {DATE: ("int", "date"), TIME: ("int", "time-millis"), TIMESTAMP: ("long", "timestamp-millis")}
@@ -167,30 +165,20 @@ def _from_avro_value(schema: Schema, value: Any) -> Any:
     return value
 
 
-class AvroConverter:
+class AvroConverter(RegistryConverterBase):
+    schema_type = "AVRO"
+    format_name = "Avro"
+
     def __init__(self) -> None:
-        self.client: RegistryClient | None = None
-        self.is_key = False
-        self.auto_register = True
-        self._ids: dict[tuple[str, str], int] = {}
+        super().__init__()
         self._writers: dict[int, tuple[Schema, str, Any]] = {}
         self._readers: dict[int, tuple[Schema, Any]] = {}
-
-    def configure(self, configs: Mapping[str, str], is_key: bool) -> None:
-        url = str(configs.get("schema.registry.url", "")).split(",")[0].strip()
-        if not url:
-            raise ConfigError({"schema.registry.url": ["Missing required configuration \"schema.registry.url\" "
-                                                       "which has no default value."]})
-        self.client = RegistryClient(url)
-        self.is_key = is_key
-        self.auto_register = str(configs.get("auto.register.schemas", "true")).lower() == "true"
 
     def from_connect_data(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
         if value is None and (schema is None or schema.optional):
             return None
         if schema is None:
             raise DataError("AvroConverter needs a schema: this record's value has none")
-        assert self.client is not None
         # a source hands over the same Schema object record after record (Schemas with
         # parameters do not hash): cached by identity, the object kept so the id stays its own
         cached = self._writers.get(id(schema))
@@ -201,46 +189,27 @@ class AvroConverter:
             cached = (schema, orjson.dumps(avro).decode(), fastavro.parse_schema(avro))
             self._writers[id(schema)] = cached
         _, text, parsed = cached
-        subject = f"{topic}-{'key' if self.is_key else 'value'}"
-        schema_id = self._ids.get((subject, text))
-        if schema_id is None:
-            try:
-                schema_id = (self.client.register(subject, text, "AVRO") if self.auto_register
-                             else self._lookup(subject, text))
-            except RegistryClientError as exc:
-                raise DataError(f"Failed to serialize Avro data for subject {subject}: {exc}") from None
-            self._ids[(subject, text)] = schema_id
         out = io.BytesIO()
-        out.write(_HEADER.pack(0, schema_id))
+        out.write(self.header(topic, text))
         try:
             fastavro.schemaless_writer(out, parsed, _to_avro_value(schema, value))
         except (ValueError, TypeError, AttributeError) as exc:
             raise DataError(f"Failed to serialize Avro data from topic {topic}: {exc}") from None
         return out.getvalue()
 
-    def _lookup(self, subject: str, text: str) -> int:
-        assert self.client is not None
-        return int(self.client.lookup(subject, text, "AVRO"))
-
     def to_connect_data(self, topic: str, data: bytes | None) -> tuple[Schema | None, Any]:
         if data is None:
             return None, None
-        if len(data) < _HEADER.size or data[0] != 0:
-            raise DataError(f"Failed to deserialize data for topic {topic} to Avro: Unknown magic byte!")
-        schema_id = _HEADER.unpack_from(data)[1]
+        schema_id = int.from_bytes(data[1:HEADER_LEN], "big") if len(data) >= HEADER_LEN and data[0] == 0 else -1
         found = self._readers.get(schema_id)
         if found is None:
-            assert self.client is not None
-            try:
-                _kind, text = self.client.by_id(schema_id)
-            except RegistryClientError as exc:
-                raise DataError(f"Failed to deserialize data for topic {topic}: schema {schema_id}: {exc}") from None
+            schema_id, text = self.writer_schema(topic, data)
             avro = orjson.loads(text)
             found = (avro_to_connect(avro), fastavro.parse_schema(avro))
             self._readers[schema_id] = found
         schema, parsed = found
         try:
-            value = fastavro.schemaless_reader(io.BytesIO(memoryview(data)[_HEADER.size:]), parsed)
+            value = fastavro.schemaless_reader(io.BytesIO(memoryview(data)[HEADER_LEN:]), parsed)
         except (ValueError, EOFError, IndexError) as exc:
             raise DataError(f"Failed to deserialize data for topic {topic} to Avro: {exc}") from None
         return schema, _from_avro_value(schema, value)

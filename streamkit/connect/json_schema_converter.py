@@ -13,19 +13,17 @@ plain JSON (decimals as numbers) and read back by the writer's schema.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
 from streamkit.connect.converters import _value_from_json, _value_to_json
 from streamkit.connect.data import DATE, DECIMAL, TIME, TIMESTAMP, Field, Schema
-from streamkit.connect.errors import ConfigError, DataError
-from streamkit.schemas.client import RegistryClient, RegistryClientError
+from streamkit.connect.errors import DataError
+from streamkit.connect.registry_converter import HEADER_LEN, RegistryConverterBase
 
 __all__ = ["JsonSchemaConverter", "connect_to_json_schema", "json_schema_to_connect"]
 
-_HEADER_LEN = 5
 _LOGICAL = {DATE: "integer", TIME: "integer", TIMESTAMP: "integer", DECIMAL: "number"}
 _NUMBERS = {"int8": "integer", "int16": "integer", "int32": "integer", "int64": "integer",
             "float32": "number", "float64": "number"}
@@ -106,56 +104,33 @@ def json_schema_to_connect(obj: Any) -> Schema:
     raise DataError(f"JsonSchemaConverter cannot read JSON Schema type {declared!r}")
 
 
-class JsonSchemaConverter:
-    def __init__(self) -> None:
-        self.client: RegistryClient | None = None
-        self.is_key = False
-        self._ids: dict[tuple[str, str], int] = {}
-        self._readers: dict[int, Schema] = {}
+class JsonSchemaConverter(RegistryConverterBase):
+    schema_type = "JSON"
+    format_name = "JSON"
 
-    def configure(self, configs: Mapping[str, str], is_key: bool) -> None:
-        url = str(configs.get("schema.registry.url", "")).split(",")[0].strip()
-        if not url:
-            raise ConfigError({"schema.registry.url": ["Missing required configuration \"schema.registry.url\" "
-                                                       "which has no default value."]})
-        self.client = RegistryClient(url)
-        self.is_key = is_key
+    def __init__(self) -> None:
+        super().__init__()
+        self._readers: dict[int, Schema] = {}
 
     def from_connect_data(self, topic: str, schema: Schema | None, value: Any) -> bytes | None:
         if value is None and (schema is None or schema.optional):
             return None
         if schema is None:
             raise DataError("JsonSchemaConverter needs a schema: this record's value has none")
-        assert self.client is not None
-        text = orjson.dumps(connect_to_json_schema(schema)).decode()
-        subject = f"{topic}-{'key' if self.is_key else 'value'}"
-        schema_id = self._ids.get((subject, text))
-        if schema_id is None:
-            try:
-                schema_id = self.client.register(subject, text, "JSON")
-            except RegistryClientError as exc:
-                raise DataError(f"Failed to serialize JSON data for subject {subject}: {exc}") from None
-            self._ids[(subject, text)] = schema_id
-        payload = _value_to_json(schema, value, "NUMERIC")
-        return b"\x00" + schema_id.to_bytes(4, "big") + orjson.dumps(payload)
+        header = self.header(topic, orjson.dumps(connect_to_json_schema(schema)).decode())
+        return header + orjson.dumps(_value_to_json(schema, value, "NUMERIC"))
 
     def to_connect_data(self, topic: str, data: bytes | None) -> tuple[Schema | None, Any]:
         if data is None:
             return None, None
-        if len(data) < _HEADER_LEN or data[0] != 0:
-            raise DataError(f"Failed to deserialize data for topic {topic} to JSON: Unknown magic byte!")
-        schema_id = int.from_bytes(data[1:_HEADER_LEN], "big")
+        schema_id = int.from_bytes(data[1:HEADER_LEN], "big") if len(data) >= HEADER_LEN and data[0] == 0 else -1
         schema = self._readers.get(schema_id)
         if schema is None:
-            assert self.client is not None
-            try:
-                _kind, text = self.client.by_id(schema_id)
-            except RegistryClientError as exc:
-                raise DataError(f"Failed to deserialize data for topic {topic}: schema {schema_id}: {exc}") from None
+            schema_id, text = self.writer_schema(topic, data)
             schema = json_schema_to_connect(orjson.loads(text))
             self._readers[schema_id] = schema
         try:
-            payload = orjson.loads(data[_HEADER_LEN:])
+            payload = orjson.loads(data[HEADER_LEN:])
         except orjson.JSONDecodeError as exc:
             raise DataError(f"Failed to deserialize data for topic {topic} to JSON: {exc}") from None
         return schema, _value_from_json(schema, payload)

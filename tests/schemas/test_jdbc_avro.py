@@ -28,24 +28,23 @@ pytestmark = pytest.mark.integration
 AVRO = "io.confluent.connect.avro.AvroConverter"
 
 
-@pytest.fixture
-def postgres(tmp_path: Path, _servers: dict[str, str | None]) -> Iterator[Database]:  # noqa: F811
-    database = _open("postgresql", tmp_path, _servers)
+def _database(kind: str, tmp_path: Path, servers: dict[str, str | None]) -> Iterator[Database]:
+    database = _open(kind, tmp_path, servers)
     try:
         yield database
     finally:
         database.drop_created()
         database.engine.dispose()
+
+
+@pytest.fixture
+def postgres(tmp_path: Path, _servers: dict[str, str | None]) -> Iterator[Database]:  # noqa: F811
+    yield from _database("postgresql", tmp_path, _servers)
 
 
 @pytest.fixture
 def mariadb(tmp_path: Path, _servers: dict[str, str | None]) -> Iterator[Database]:  # noqa: F811
-    database = _open("mariadb", tmp_path, _servers)
-    try:
-        yield database
-    finally:
-        database.drop_created()
-        database.engine.dispose()
+    yield from _database("mariadb", tmp_path, _servers)
 
 
 def test_postgres_to_avro_to_mariadb(postgres: Database, mariadb: Database, registry: SchemaRegistryProcess) -> None:
