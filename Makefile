@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv docs demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark bench-driver lint clean
+.PHONY: venv docs demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark bench-driver bench-schemas lint clean
 
 venv: $(STAMP)
 
@@ -39,6 +39,9 @@ bench-connect: venv
 
 bench-driver: venv
 	$(BIN)/python benchmarks/driver_bench.py
+
+bench-schemas: venv
+	$(BIN)/python benchmarks/schemas_bench.py
 
 bench-spark: venv
 	$(BIN)/python benchmarks/spark_bench.py

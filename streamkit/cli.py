@@ -521,6 +521,15 @@ def produce(
     acks: str = typer.Option("all", "--acks", metavar="ACKS", help="0, 1 or all."),
     compression: str | None = typer.Option(None, "--compression", metavar="CODEC",
                                            help="gzip, snappy, lz4 or zstd."),
+    value_format: str | None = typer.Option(
+        None, "--value-format", metavar="FORMAT", show_default="the line as it is",
+        help="avro or json-schema: each value is a JSON document, encoded with --value-schema in the "
+             "Schema Registry's wire format."),
+    value_schema: Path | None = typer.Option(None, "--value-schema", metavar="FILE",
+                                             help="With --value-format: the schema, registered as TOPIC-value."),
+    schema_registry: str = typer.Option("http://127.0.0.1:8081", "--schema-registry", metavar="URL",
+                                        envvar="STREAMKIT_SCHEMA_REGISTRY_URL",
+                                        help="With --value-format: the Schema Registry."),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Produce one record per line of standard input.
@@ -535,9 +544,28 @@ def produce(
     if timestamp is not None and timestamp_separator is not None:
         raise _fail("give --timestamp or --timestamp-separator, not both")
     fmt = LineFormat(_separator(key_separator), _separator(timestamp_separator), timestamp)
+    encode = None
+    if value_format is not None:
+        encode = _value_encoder(schema_registry, topic, value_format, value_schema)
     sent = _run(produce_lines(bootstrap, topic, stdin_lines(), fmt, partition,
-                              "all" if acks == "-1" else acks, compression))
+                              "all" if acks == "-1" else acks, compression, encode))
     err.print(f"produced {sent} records to {topic}", highlight=False)
+
+
+def _value_encoder(url: str, topic: str, value_format: str, schema_file: Path | None) -> Any:
+    from streamkit.schemas.client import RegistryClientError
+    from streamkit.schemas.console_formats import VALUE_FORMATS, value_encoder
+
+    if value_format not in VALUE_FORMATS:
+        raise _fail(f"--value-format must be avro or json-schema, not {value_format!r}")
+    if schema_file is None:
+        raise _fail("--value-format needs --value-schema FILE")
+    try:
+        return value_encoder(url, topic, value_format, schema_file.read_text())
+    except OSError as exc:
+        raise _fail(f"cannot read {schema_file}: {exc.strerror}") from None
+    except RegistryClientError as exc:
+        raise _fail(str(exc)) from None
 
 
 @app.command()
@@ -561,6 +589,12 @@ def consume(
                                          help="Print CreateTime:MS<SEP> before each record."),
     key_separator: str = typer.Option("\t", "--key-separator", metavar="SEP", show_default="tab",
                                       help="Separator for --print-key."),
+    value_format: str | None = typer.Option(
+        None, "--value-format", metavar="FORMAT", show_default="the value as text",
+        help="avro or json-schema: decode values in the Schema Registry's wire format, print JSON."),
+    schema_registry: str = typer.Option("http://127.0.0.1:8081", "--schema-registry", metavar="URL",
+                                        envvar="STREAMKIT_SCHEMA_REGISTRY_URL",
+                                        help="With --value-format: the Schema Registry."),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Print a topic's records, one value per line."""
@@ -569,10 +603,17 @@ def consume(
     if offset is not None and partition is None:
         raise _fail("--offset needs --partition")
     separator = _separator(key_separator) or ""
+    decode = None
+    if value_format is not None:
+        from streamkit.schemas.console_formats import VALUE_FORMATS, value_decoder
+
+        if value_format not in VALUE_FORMATS:
+            raise _fail(f"--value-format must be avro or json-schema, not {value_format!r}")
+        decode = value_decoder(schema_registry)
     _run(consume_lines(bootstrap, topic, group, from_beginning, partition, offset, max_messages,
                        timeout_ms, lambda line: print(line, flush=True), print_key, separator,
                        notice=lambda text: print(text, file=sys.stderr, flush=True),
-                       print_timestamp=print_timestamp))
+                       print_timestamp=print_timestamp, decode_value=decode))
 
 
 @groups_app.command("list")
@@ -818,6 +859,147 @@ def connect_distributed(
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(f"cannot start the Connect worker: {exc.strerror or exc}") from None
+
+
+@app.command("schema-registry")
+def schema_registry(
+    config_file: Path | None = typer.Option(None, "--config", metavar="FILE",
+                                            help="A schema-registry.properties file (Confluent's names)."),
+    overrides: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                        help="Override a setting: listeners, kafkastore.bootstrap.servers, "
+                                             "kafkastore.topic, schema.compatibility.level, ...; repeatable."),
+    ready_file: Path | None = typer.Option(None, "--ready-file", metavar="FILE",
+                                           help="Write the bound port here once serving."),
+    loglevel: str = typer.Option("info", "--loglevel", metavar="LEVEL", help="debug, info, warning or error."),
+) -> None:
+    """Run a Confluent-compatible Schema Registry (Avro, JSON Schema, Protobuf) on a broker."""
+    from streamkit.broker.config import read_properties
+    from streamkit.log.errors import ConfigError
+    from streamkit.schemas import RegistryConfig, RegistryConfigError, run_schema_registry
+
+    _setup_logging(loglevel)
+    try:
+        settings = read_properties(config_file) if config_file else {}
+        settings.update(_pairs(overrides, "--set"))
+        config = RegistryConfig.from_settings(settings)
+    except (RegistryConfigError, ConfigError) as exc:
+        raise _fail(str(exc)) from None
+    try:
+        run_schema_registry(config, ready_file)
+    except OSError as exc:
+        raise _fail(str(exc)) from None
+
+
+schemas_app = _typer(help="List, read, register and check schemas in a Schema Registry.")
+app.add_typer(schemas_app, name="schemas")
+RegistryOption = typer.Option(
+    "http://127.0.0.1:8081", "--schema-registry", "-r", metavar="URL", envvar="STREAMKIT_SCHEMA_REGISTRY_URL",
+    help="The Schema Registry (streamkit's or Confluent's).")
+
+
+def _registry_call(url: str, call: Any) -> Any:
+    from streamkit.schemas.client import RegistryClient, RegistryClientError
+
+    try:
+        with RegistryClient(url) as client:
+            return call(client)
+    except RegistryClientError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _schema_file(path: Path, schema_type: str | None) -> tuple[str, str]:
+    """The schema's text and type (given, else by the file's suffix)."""
+    from streamkit.schemas.client import RegistryClientError, schema_type_of
+
+    try:
+        return path.read_text(), schema_type_of(path, schema_type)
+    except OSError as exc:
+        raise _fail(f"cannot read {path}: {exc.strerror}") from None
+    except RegistryClientError as exc:
+        raise _fail(str(exc)) from None
+
+
+@schemas_app.command("list")
+def schemas_list(
+    prefix: str = typer.Option("", "--prefix", metavar="PREFIX", help="Only subjects starting with this."),
+    deleted: bool = typer.Option(False, "--deleted", help="Include soft-deleted subjects."),
+    registry: str = RegistryOption,
+) -> None:
+    """Subjects with their latest version, schema id and type."""
+    def rows(client: Any) -> list[list[str]]:
+        out = []
+        for subject in client.subjects(deleted, prefix):
+            try:
+                latest = client.version(subject)
+                out.append([subject, str(latest.version), str(latest.id), latest.schema_type])
+            except Exception:  # a subject whose versions are all soft-deleted has no latest
+                out.append([subject, "-", "-", "deleted"])
+        return out
+
+    table = Table("SUBJECT", "VERSION", "ID", "TYPE", box=None)
+    for row in _registry_call(registry, rows):
+        table.add_row(*row)
+    console.print(table)
+
+
+@schemas_app.command("get")
+def schemas_get(
+    subject: str | None = typer.Argument(None, metavar="SUBJECT", help="The subject (or give --id)."),
+    version: str = typer.Option("latest", "--version", metavar="V", help="A version number or latest."),
+    schema_id: int | None = typer.Option(None, "--id", metavar="ID", help="A schema by its id instead."),
+    registry: str = RegistryOption,
+) -> None:
+    """Print a schema: a subject's version, or the schema with an id (JSON schemas indented)."""
+    import contextlib
+    import json
+
+    if (subject is None) == (schema_id is None):
+        raise _fail("give a SUBJECT or --id, one of them")
+    if schema_id is not None:
+        kind, text = _registry_call(registry, lambda client: client.by_id(schema_id))
+    else:
+        assert subject is not None
+        found = _registry_call(registry, lambda client: client.version(subject, version))
+        kind, text = found.schema_type, found.schema
+        err.print(f"{found.subject} version {found.version}, id {found.id}, {kind}", highlight=False)
+    if kind != "PROTOBUF":
+        with contextlib.suppress(ValueError):
+            text = json.dumps(json.loads(text), indent=2)
+    console.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+@schemas_app.command("register")
+def schemas_register(
+    subject: str = typer.Argument(..., metavar="SUBJECT", help="e.g. TOPIC-value"),
+    path: Path = typer.Argument(..., metavar="FILE", help="The schema: .avsc, .json or .proto."),
+    schema_type: str | None = typer.Option(None, "--type", metavar="TYPE", show_default="by the file's suffix",
+                                           help="avro, json or protobuf."),
+    registry: str = RegistryOption,
+) -> None:
+    """Register FILE under SUBJECT (checked against the subject's compatibility level); print its id."""
+    text, kind = _schema_file(path, schema_type)
+    schema_id = _registry_call(registry, lambda client: client.register(subject, text, kind))
+    console.print(schema_id)
+
+
+@schemas_app.command("check")
+def schemas_check(
+    subject: str = typer.Argument(..., metavar="SUBJECT"),
+    path: Path = typer.Argument(..., metavar="FILE", help="The schema: .avsc, .json or .proto."),
+    schema_type: str | None = typer.Option(None, "--type", metavar="TYPE", show_default="by the file's suffix",
+                                           help="avro, json or protobuf."),
+    version: str = typer.Option("latest", "--version", metavar="V", help="Check against this version."),
+    registry: str = RegistryOption,
+) -> None:
+    """Whether FILE may be registered under SUBJECT: exit 0 if compatible, 1 with the reasons if not."""
+    text, kind = _schema_file(path, schema_type)
+    problems = _registry_call(registry, lambda client: client.check(subject, text, kind, version))
+    if not problems:
+        console.print(f"compatible with {subject} version {version}", highlight=False)
+        return
+    for problem in problems:
+        err.print(problem, highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(code=1)
 
 
 def _connect_logging(loglevel: str) -> None:

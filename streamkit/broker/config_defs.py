@@ -222,6 +222,9 @@ _CLUSTER: tuple[ConfigDef, ...] = (
     ConfigDef("metrics.listener", "metrics_listener", "string", "", None,
               "[streamkit; Kafka exposes its metrics through JMX] http://host:port to serve "
               "Prometheus metrics on, at /metrics (empty: none)"),
+    ConfigDef("schema.registry.listeners", "schema_registry_listeners", "string", "", None,
+              "[streamkit; as Redpanda's built-in registry] http://host:port to serve a Confluent-compatible "
+              "Schema Registry on, inside the broker process, its schemas in _schemas (empty: none)"),
     ConfigDef("offsets.topic.min.isr", "offsets_topic_min_isr", "int", None, None,
               "[streamkit; Kafka has no such setting] the min.insync.replicas of the offsets topic "
               "(unset: the broker's min.insync.replicas, which Kafka's offsets topic takes)",

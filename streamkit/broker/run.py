@@ -7,9 +7,13 @@ import contextlib
 import logging
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from streamkit.broker.config import BrokerConfig
 from streamkit.broker.server import Broker
+
+if TYPE_CHECKING:
+    from streamkit.schemas import SchemaRegistryServer
 
 __all__ = ["DEFAULT_DATA_DIR", "DEFAULT_HOST", "DEFAULT_PORT", "placement", "run_broker"]
 
@@ -36,6 +40,7 @@ def placement(config: BrokerConfig, data_dir: Path | None, host: str | None,
 async def _main(data_dir: Path, config: BrokerConfig, host: str, port: int, ready_file: Path | None) -> None:
     broker = Broker(data_dir, config, host, port)
     await broker.start()
+    registry = await _start_schema_registry(config, broker) if config.schema_registry_listeners else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -43,16 +48,31 @@ async def _main(data_dir: Path, config: BrokerConfig, host: str, port: int, read
     if ready_file is not None:
         # Once the signals are ours: a SIGTERM right after the file appears stops cleanly.
         # The second line, when there is one, is the metrics port; with several listeners,
-        # NAME=port for each follows.
+        # NAME=port for each follows, and a registry's port as schema-registry=PORT.
         metrics = "" if broker.metrics_port is None else f"{broker.metrics_port}\n"
         ports = broker.listener_ports
         listeners = "".join(f"{name}={port}\n" for name, port in ports.items()) if len(ports) > 1 else ""
-        ready_file.write_text(f"{broker.port}\n{metrics}{listeners}")
+        sr = "" if registry is None or registry.http is None else f"schema-registry={registry.http.port}\n"
+        ready_file.write_text(f"{broker.port}\n{metrics}{listeners}{sr}")
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
+        if registry is not None:
+            await registry.stop()
         await broker.stop()
+
+
+async def _start_schema_registry(config: BrokerConfig, broker: Broker) -> SchemaRegistryServer:
+    """The Schema Registry in this process (``schema.registry.listeners``): a client of this
+    broker like any other, over its own listener, so the broker's code knows nothing of it."""
+    from streamkit.schemas import RegistryConfig, SchemaRegistryServer
+
+    host = "127.0.0.1" if broker.host in ("0.0.0.0", "") else broker.host
+    registry = SchemaRegistryServer(RegistryConfig.from_settings({
+        "listeners": config.schema_registry_listeners, "kafkastore.bootstrap.servers": f"{host}:{broker.port}"}))
+    await registry.start()
+    return registry
 
 
 def run_broker(data_dir: Path, config: BrokerConfig, host: str, port: int, ready_file: Path | None = None) -> None:

@@ -58,9 +58,11 @@ def parse_line(line: str, fmt: LineFormat) -> tuple[int | None, bytes | None, by
 
 
 async def produce_lines(bootstrap: str, topic: str, lines: Iterable[str], fmt: LineFormat,
-                        partition: int | None, acks: str, compression: str | None) -> int:
+                        partition: int | None, acks: str, compression: str | None,
+                        encode_value: Callable[[bytes], bytes] | None = None) -> int:
     """Send each line as one record. A bad line stops the input: the lines before it are
-    still delivered, and the error says how many were written."""
+    still delivered, and the error says how many were written. ``encode_value`` turns a
+    line's value into the record's (a ValueError makes it a bad line)."""
     topic_name(topic)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=int(acks) if acks != "all" else "all",
                                 compression_type=compression, linger_ms=5)
@@ -78,6 +80,8 @@ async def produce_lines(bootstrap: str, topic: str, lines: Iterable[str], fmt: L
         for number, raw in enumerate(lines, start=1):
             try:
                 timestamp, key, value = parse_line(raw.rstrip("\n"), fmt)
+                if encode_value is not None:
+                    value = encode_value(value)
             except ValueError as exc:
                 bad = f"line {number}: {exc}"
                 break
@@ -106,7 +110,7 @@ async def consume_lines(bootstrap: str, topic: str, group: str | None, from_begi
                         partition: int | None, offset: int | None, max_messages: int | None,
                         timeout_ms: int | None, emit: Callable[[str], None], print_key: bool,
                         key_separator: str, notice: Callable[[str], None] = print,
-                        print_timestamp: bool = False) -> int:
+                        print_timestamp: bool = False, decode_value: Callable[[bytes], str] | None = None) -> int:
     """Print records until ``max_messages`` or ``timeout_ms`` of silence (None: forever).
     A missing topic is an error (never created by reading it); ``notice`` gets status lines
     meant for a person (the wait for a group's first assignment)."""
@@ -150,7 +154,16 @@ async def consume_lines(bootstrap: str, topic: str, group: str | None, from_begi
                 break
             for records in batch.values():
                 for record in records:
-                    value = record.value.decode("utf-8", "replace") if record.value is not None else "null"
+                    if record.value is None:
+                        value = "null"
+                    elif decode_value is not None:
+                        try:
+                            value = decode_value(record.value)
+                        except ValueError as exc:
+                            raise ClientError(f"cannot decode {topic}-{record.partition} offset {record.offset}: "
+                                              f"{exc}") from None
+                    else:
+                        value = record.value.decode("utf-8", "replace")
                     if print_key:
                         key = record.key.decode("utf-8", "replace") if record.key is not None else "null"
                         value = f"{key}{key_separator}{value}"

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from streamkit.connect.avro_converter import AvroConverter
 from streamkit.connect.data import DATE, DECIMAL, TIME, TIMESTAMP, Field, Schema
 from streamkit.connect.errors import ConfigError, DataError
 from streamkit.connect.plugins import PluginError, import_class
@@ -349,6 +350,13 @@ CONVERTERS: dict[str, type[Any]] = {
 }
 for _cls in (JsonConverter, StringConverter, ByteArrayConverter):
     CONVERTERS[f"{_cls.__module__}.{_cls.__name__}"] = _cls
+# Confluent's, over the Schema Registry
+CONVERTERS["io.confluent.connect.avro.AvroConverter"] = AvroConverter
+CONVERTERS["AvroConverter"] = AvroConverter
+CONVERTERS[f"{AvroConverter.__module__}.AvroConverter"] = AvroConverter
+# imported when named: its module builds on this one's JSON values
+_JSON_SCHEMA = "streamkit.connect.json_schema_converter.JsonSchemaConverter"
+_BY_IMPORT = {"io.confluent.connect.json.JsonSchemaConverter": _JSON_SCHEMA, "JsonSchemaConverter": _JSON_SCHEMA}
 
 
 def converter_class(name: str) -> type[Any]:
@@ -356,7 +364,7 @@ def converter_class(name: str) -> type[Any]:
     if cls is not None:
         return cls
     try:
-        found = import_class(name.strip())
+        found = import_class(_BY_IMPORT.get(name.strip(), name.strip()))
     except PluginError as exc:
         raise PluginError(f"Class {name} could not be found: not one of {_JSON}, {_STRING}, "
                           f"{_BYTES} ({exc})") from None

@@ -275,6 +275,7 @@ class Runtime:
         await self.collector.start(self._connect)
         for table in app.tables.values():
             table.attach(self)
+        await self._prepare_codecs()
         self._start_agents()
         await self._wait_for_agents()
         # Topics first: compiling the pipelines checks co-partitioning, which needs the
@@ -454,6 +455,17 @@ class Runtime:
 
             for compiled in compile_pipelines(self.app, self):
                 self._pipelines.setdefault(compiled.topic.name, []).append(compiled)
+
+    async def _prepare_codecs(self) -> None:
+        """Codecs that need a service before the first record (a Schema Registry serde
+        registers its schema, and refuses the start if the registry refuses it):
+        ``prepare(topic, is_key)``, off the event loop."""
+        for topic in list(self.app.topics.values()):
+            for codec, is_key in ((topic.key_codec, True), (topic.value_codec, False)):
+                inner = getattr(codec, "codec", codec)  # a UserCodec wraps the user's object
+                prepare = getattr(inner, "prepare", None)
+                if callable(prepare):
+                    await asyncio.to_thread(prepare, topic.name, is_key)
 
     async def _create_topics(self) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.app.id}-admin")

@@ -8,6 +8,9 @@ Three ways to run one, all real (the Kafka protocol on a loopback socket):
 - ``with BrokerProcess(tmp_path) as broker``: a separate ``streamkit broker`` process, which a
   test can SIGKILL (``broker.kill()``) and start again on the same data directory.
 
+``with SchemaRegistryProcess(broker.bootstrap, log_file) as registry`` runs
+``streamkit schema-registry`` on it (``registry.url``).
+
 ``await http_get(port, "/tables/NAME/KEY")`` asks a running worker's web endpoints.
 
 Each exposes ``bootstrap`` ("127.0.0.1:PORT"). Settings use Kafka's broker names; the
@@ -44,7 +47,8 @@ if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
 __all__ = [
-    "TEST_SETTINGS", "BrokerProcess", "BrokerThread", "ChildProcess", "ZooKeeperServer", "embedded_broker",
+    "TEST_SETTINGS", "BrokerProcess", "BrokerThread", "ChildProcess", "SchemaRegistryProcess", "ZooKeeperServer",
+    "embedded_broker",
     "free_port", "http_get", "log_tail", "metric_value", "zookeeper_available",
 ]
 
@@ -212,6 +216,23 @@ class ChildProcess:
         """The last ``lines`` lines of its log (stdout and stderr)."""
         return log_tail(self.log_file, lines)
 
+    def _await_ready_file(self, ready: Path, timeout_s: float, what: str) -> list[str]:
+        """The words the started process writes to ``ready`` once it serves (the file is
+        removed); killed if it does not within ``timeout_s``."""
+        assert self.process is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if ready.exists() and ready.read_text().strip():
+                words = ready.read_text().split()
+                ready.unlink()
+                return words
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{what} exited with {self.process.returncode}; see {self.log_file}:\n"
+                                   f"{log_tail(self.log_file, 20)}")
+            time.sleep(0.02)
+        self.kill()
+        raise TimeoutError(f"{what} did not start within {timeout_s}s; see {self.log_file}")
+
 
 class BrokerProcess(ChildProcess):
     """``streamkit broker`` as a child process on a free port.
@@ -236,6 +257,7 @@ class BrokerProcess(ChildProcess):
         self._ready: Path | None = None
         self.metrics_port: int | None = None  # with metrics.listener set
         self.listener_ports: dict[str, int] = {}  # listener name -> bound port
+        self.schema_registry_port: int | None = None  # with schema.registry.listeners set
 
     def address(self, listener: str) -> str:
         """host:port of one of its listeners (``listeners``), e.g. ``address("SASL_SSL")``;
@@ -271,25 +293,16 @@ class BrokerProcess(ChildProcess):
 
     def wait_ready(self, timeout_s: float = 30) -> BrokerProcess:
         """Wait until the launched broker listens, and learn its port."""
-        assert self.process is not None and self._ready is not None, "launch() first"
-        ready = self._ready
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if ready.exists() and ready.read_text().strip():
-                words = ready.read_text().split()
-                lines = [w for w in words if "=" not in w]
-                self.port = int(lines[0])
-                self.metrics_port = int(lines[1]) if len(lines) > 1 else None
-                self.listener_ports = {n: int(p) for n, _, p in (w.partition("=") for w in words if "=" in w)}
-                ready.unlink()
-                self._ready = None
-                return self
-            if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode}; see {self.log_file}:\n"
-                                   f"{log_tail(self.log_file, 20)}")
-            time.sleep(0.02)
-        self.kill()
-        raise TimeoutError(f"broker did not start within {timeout_s}s; see {self.log_file}")
+        assert self._ready is not None, "launch() first"
+        words = self._await_ready_file(self._ready, timeout_s, "broker")
+        ports = [int(w) for w in words if "=" not in w]
+        named = dict(w.split("=", 1) for w in words if "=" in w)
+        self.port = ports[0]
+        self.metrics_port = ports[1] if len(ports) > 1 else None
+        self.schema_registry_port = int(named["schema-registry"]) if "schema-registry" in named else None
+        self.listener_ports = {n: int(p) for n, p in named.items() if n != "schema-registry"}
+        self._ready = None
+        return self
 
     def __enter__(self) -> BrokerProcess:
         return self.start()
@@ -300,6 +313,43 @@ class BrokerProcess(ChildProcess):
             self.stop()
         else:
             self.kill()
+
+
+class SchemaRegistryProcess(ChildProcess):
+    """``streamkit schema-registry`` as a child process on a free port, its store on
+    ``bootstrap``. A start after a stop or kill binds the port learned before, so clients
+    keep their URL; ``settings`` use Confluent's names."""
+
+    def __init__(self, bootstrap: str, log_file: Path, settings: Mapping[str, Any] | None = None,
+                 host: str = "127.0.0.1") -> None:
+        self.bootstrap = bootstrap
+        self.log_file = log_file
+        self.settings = {k: str(v) for k, v in (settings or {}).items()}
+        self.host = host
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 60) -> SchemaRegistryProcess:
+        ready = Path(tempfile.mkstemp(prefix="streamkit-registry-ready-")[1])
+        ready.unlink()
+        settings = {"kafkastore.bootstrap.servers": self.bootstrap, "listeners": f"http://{self.host}:{self.port}",
+                    **self.settings}
+        args = [sys.executable, "-m", "streamkit", "schema-registry", "--ready-file", str(ready)]
+        for key, value in settings.items():
+            args += ["--set", f"{key}={value}"]
+        self.process = _spawn(args, self.log_file)
+        self.port = int(self._await_ready_file(ready, timeout_s, "schema registry")[0])
+        return self
+
+    def __enter__(self) -> SchemaRegistryProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
 def log_tail(path: Path, lines: int = 40) -> str:

@@ -280,10 +280,11 @@ def test_every_kafka_broker_setting_is_accepted() -> None:
         assert (config.no_effect, config.security_settings) == ((), ((name, "x"),)), name
     for name in sorted(acted & set(KAFKA_BROKER_CONFIGS)):
         assert kafka_type(name) is not None
-    # the only names accepted that Kafka does not have: streamkit's offsets.topic.min.isr and
-    # metrics.listener, and the pre-3.0 advertised.host.name / advertised.port
+    # the only names accepted that Kafka does not have: streamkit's offsets.topic.min.isr,
+    # metrics.listener and schema.registry.listeners, and the pre-3.0 advertised.host.name /
+    # advertised.port
     assert acted - set(KAFKA_BROKER_CONFIGS) == {"offsets.topic.min.isr", "metrics.listener", "advertised.host.name",
-                                                 "advertised.port"}
+                                                 "advertised.port", "schema.registry.listeners"}
 
 
 def test_the_generated_kafka_names() -> None:

@@ -1,0 +1,113 @@
+"""A small synchronous client of a Confluent-compatible Schema Registry (streamkit's or
+Confluent's), for the ``streamkit schemas`` commands: each failure is a
+``RegistryClientError`` whose message is one line (the registry's own, with its code)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+__all__ = ["RegistryClient", "RegistryClientError", "SubjectVersion", "schema_type_of"]
+
+_TYPES_BY_SUFFIX = {".avsc": "AVRO", ".avro": "AVRO", ".proto": "PROTOBUF", ".json": "JSON"}
+
+
+class RegistryClientError(Exception):
+    """A request that failed: ``code`` is the registry's error_code (0: no answer)."""
+
+    def __init__(self, message: str, code: int = 0) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class SubjectVersion:
+    subject: str
+    version: int
+    id: int
+    schema_type: str
+    schema: str
+
+
+def schema_type_of(path: Path, given: str | None) -> str:
+    """The schema type given, else the one the file's suffix names (.avsc, .proto, .json)."""
+    if given is not None:
+        upper = given.upper().replace("-", "_")
+        kind = {"JSON_SCHEMA": "JSON"}.get(upper, upper)
+        if kind not in ("AVRO", "JSON", "PROTOBUF"):
+            raise RegistryClientError(f"--type must be avro, json or protobuf, not {given!r}")
+        return kind
+    if path.suffix.lower() in _TYPES_BY_SUFFIX:
+        return _TYPES_BY_SUFFIX[path.suffix.lower()]
+    raise RegistryClientError(f"cannot tell the schema type of {path.name}: give --type avro, json or protobuf")
+
+
+class RegistryClient:
+    def __init__(self, url: str, timeout_s: float = 30) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, timeout=timeout_s,
+                                  headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> RegistryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None) -> Any:
+        try:
+            response = self._http.request(method, path, json=body, params=params)
+        except httpx.HTTPError as exc:
+            raise RegistryClientError(f"cannot reach the schema registry at {self.url}: {exc}") from None
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if response.status_code >= 400:
+            if isinstance(payload, dict) and "message" in payload:
+                raise RegistryClientError(f"{payload['message']} (error {payload.get('error_code')})",
+                                          int(payload.get("error_code") or 0))
+            raise RegistryClientError(f"the schema registry answered HTTP {response.status_code}")
+        return payload
+
+    def subjects(self, deleted: bool = False, prefix: str = "") -> list[str]:
+        params = {"deleted": "true"} if deleted else {}
+        if prefix:
+            params["subjectPrefix"] = prefix
+        return list(self._call("GET", "/subjects", params=params))
+
+    def version(self, subject: str, version: str = "latest") -> SubjectVersion:
+        body = self._call("GET", f"/subjects/{quote(subject, safe='')}/versions/{version}")
+        return SubjectVersion(body["subject"], body["version"], body["id"], body.get("schemaType", "AVRO"),
+                              body["schema"])
+
+    def by_id(self, schema_id: int) -> tuple[str, str]:
+        """The schema with ``schema_id``: (type, text)."""
+        body = self._call("GET", f"/schemas/ids/{schema_id}")
+        return body.get("schemaType", "AVRO"), body["schema"]
+
+    def register(self, subject: str, schema: str, schema_type: str) -> int:
+        body = self._call("POST", f"/subjects/{quote(subject, safe='')}/versions",
+                          {"schema": schema, "schemaType": schema_type})
+        return int(body["id"])
+
+    def lookup(self, subject: str, schema: str, schema_type: str) -> int:
+        """The id of ``schema`` if it is registered under ``subject``."""
+        body = self._call("POST", f"/subjects/{quote(subject, safe='')}", {"schema": schema, "schemaType": schema_type})
+        return int(body["id"])
+
+    def check(self, subject: str, schema: str, schema_type: str, version: str = "latest") -> list[str]:
+        """Why ``schema`` breaks the subject's compatibility level against ``version``
+        (empty: it does not)."""
+        body = self._call("POST", f"/compatibility/subjects/{quote(subject, safe='')}/versions/{version}",
+                          {"schema": schema, "schemaType": schema_type}, params={"verbose": "true"})
+        if body.get("is_compatible"):
+            return []
+        return list(body.get("messages") or ["incompatible"])

@@ -1,0 +1,228 @@
+"""Registry-backed serdes for apps: values (and keys) in Confluent's wire format, a magic
+byte 0 and the schema id as 4 bytes big-endian before the encoded record, so producers and
+consumers in other languages read and write the same topics.
+
+``AvroSerde(Model, "http://registry:8081")`` maps a pydantic model to an Avro record on its
+own (``avro_schema_for``). Before the app processes anything it registers that schema under
+the ``TopicNameStrategy`` subject (``{topic}-value`` / ``{topic}-key``); a schema that breaks
+the subject's compatibility refuses the start, with the registry's reason (it names the
+field). Records written with other schema versions decode into the model by Avro schema
+resolution (the writer's schema, fetched by id, read as the model's).
+``JsonSchemaSerde(Model, url)`` does the same with the model's JSON Schema.
+
+Pass one as a topic's ``value_type`` or ``key_type``: ``app.topic("users",
+value_type=AvroSerde(User, url))``; the worker calls ``prepare(topic, is_key)`` at start.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime
+import enum
+import io
+import struct
+import threading
+import types
+import typing
+from decimal import Decimal
+from typing import Any, Union
+
+import fastavro
+import httpx
+import orjson
+from pydantic import BaseModel
+
+__all__ = ["AvroSerde", "JsonSchemaSerde", "SchemaRegistrationError", "avro_schema_for"]
+
+_HEADER = struct.Struct(">bI")
+_MAGIC = 0
+
+
+class SchemaRegistrationError(RuntimeError):
+    """The registry refused an app's schema (incompatible, invalid) or could not be asked."""
+
+
+def _avro_type(annotation: Any, names: set[str], namespace: str) -> Any:
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (Union, types.UnionType):
+        branches = [_avro_type(a, names, namespace) for a in args if a is not type(None)]
+        return ["null", *branches] if type(None) in args else branches
+    if origin in (list, tuple, set, frozenset):
+        return {"type": "array", "items": _avro_type(args[0] if args else str, names, namespace)}
+    if origin is dict:
+        return {"type": "map", "values": _avro_type(args[1] if len(args) > 1 else str, names, namespace)}
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return _record(annotation, names, namespace)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        if annotation.__name__ in names:
+            return annotation.__name__
+        names.add(annotation.__name__)
+        return {"type": "enum", "name": annotation.__name__, "symbols": [str(m.value) for m in annotation]}
+    simple = {bool: "boolean", int: "long", float: "double", str: "string", bytes: "bytes"}
+    if annotation in simple:
+        return simple[annotation]
+    if annotation is datetime.datetime:
+        return {"type": "long", "logicalType": "timestamp-millis"}
+    if annotation is datetime.date:
+        return {"type": "int", "logicalType": "date"}
+    if annotation is Decimal:
+        return "string"
+    raise TypeError(f"no Avro type for {annotation!r}")
+
+
+def _record(model: type[BaseModel], names: set[str], namespace: str) -> Any:
+    if model.__name__ in names:
+        return model.__name__
+    names.add(model.__name__)
+    fields = []
+    for name, info in model.model_fields.items():
+        field: dict[str, Any] = {"name": name, "type": _avro_type(info.annotation, names, namespace)}
+        if not info.is_required():
+            default = info.get_default(call_default_factory=True)
+            if isinstance(default, enum.Enum):
+                default = default.value
+            if default is None and isinstance(field["type"], list) and field["type"][0] != "null":
+                field["type"] = ["null", *field["type"]]
+            field["default"] = default
+        fields.append(field)
+    return {"type": "record", "name": model.__name__, "namespace": namespace, "fields": fields}
+
+
+def avro_schema_for(model: type[BaseModel], namespace: str | None = None) -> dict[str, Any]:
+    """The Avro record for a pydantic model: ``int`` is long, ``float`` double, optional
+    fields are unions with null, fields with defaults keep them (so adding one stays
+    BACKWARD compatible), nested models are records, enums Avro enums, ``datetime`` a
+    timestamp-millis long and ``date`` a date int."""
+    return dict(_record(model, set(), namespace or model.__module__.replace("_", "")))
+
+
+class _RegistrySerde(abc.ABC):
+    schema_type = ""
+
+    def __init__(self, model: type[BaseModel], registry_url: str, *, subject: str | None = None,
+                 auto_register: bool = True) -> None:
+        self.model = model
+        self.registry_url = registry_url.rstrip("/")
+        self.subject = subject
+        self.auto_register = auto_register
+        self.schema_id: int | None = None
+        self._lock = threading.Lock()
+        self._writers: dict[int, Any] = {}
+
+    @abc.abstractmethod
+    def schema_text(self) -> str:
+        """The schema registered for the model, in this format."""
+
+    def _http(self, method: str, path: str, body: Any = None) -> Any:
+        try:
+            response = httpx.request(method, self.registry_url + path, json=body, timeout=30)
+        except httpx.HTTPError as exc:
+            raise SchemaRegistrationError(f"cannot reach the schema registry at {self.registry_url}: {exc}") from None
+        payload = response.json() if response.content else None
+        if response.status_code >= 400:
+            message = payload.get("message") if isinstance(payload, dict) else response.text
+            raise SchemaRegistrationError(f"schema registry: {message}")
+        return payload
+
+    def prepare(self, topic: str, is_key: bool) -> None:
+        """Register (or, with ``auto_register=False``, look up) the schema under the topic's
+        subject; raises SchemaRegistrationError when the registry refuses it."""
+        subject = self.subject or f"{topic}-{'key' if is_key else 'value'}"
+        body = {"schema": self.schema_text(), "schemaType": self.schema_type}
+        path = f"/subjects/{subject}/versions" if self.auto_register else f"/subjects/{subject}"
+        try:
+            answer = self._http("POST", path, body)
+        except SchemaRegistrationError as exc:
+            raise SchemaRegistrationError(f"{self.model.__name__} cannot be used for subject {subject}: "
+                                          f"{str(exc).removeprefix('schema registry: ')}") from None
+        with self._lock:
+            self.subject = subject
+            self.schema_id = int(answer["id"])
+
+    def _header(self) -> bytes:
+        if self.schema_id is None:
+            raise SchemaRegistrationError(f"{type(self).__name__}({self.model.__name__}) is not registered yet: "
+                                          "use it as a topic's value_type (the worker prepares it) or call "
+                                          "prepare(topic, is_key)")
+        return _HEADER.pack(_MAGIC, self.schema_id)
+
+    @staticmethod
+    def _split(data: bytes) -> tuple[int, memoryview]:
+        if len(data) < _HEADER.size or data[0] != _MAGIC:
+            raise ValueError("not in the Schema Registry wire format (magic byte 0, 4-byte schema id)")
+        return _HEADER.unpack_from(data)[1], memoryview(data)[_HEADER.size:]
+
+
+class AvroSerde(_RegistrySerde):
+    schema_type = "AVRO"
+
+    def __init__(self, model: type[BaseModel], registry_url: str, *, subject: str | None = None,
+                 auto_register: bool = True) -> None:
+        super().__init__(model, registry_url, subject=subject, auto_register=auto_register)
+        self.schema = avro_schema_for(model)
+        self._parsed = fastavro.parse_schema(self.schema)
+        # model_dump's values go to fastavro as they are, unless an enum or a Decimal needs
+        # its Avro form
+        self._convert = _needs_conversion(model, set())
+
+    def schema_text(self) -> str:
+        return orjson.dumps(self.schema).decode()
+
+    def dumps(self, obj: Any) -> bytes:
+        header = self._header()
+        record = obj if isinstance(obj, self.model) else self.model.model_validate(obj)
+        out = io.BytesIO()
+        out.write(header)
+        values = record.model_dump()
+        fastavro.schemaless_writer(out, self._parsed, _avro_values(values) if self._convert else values)
+        return out.getvalue()
+
+    def loads(self, data: bytes) -> Any:
+        schema_id, body = self._split(data)
+        writer = self._writers.get(schema_id)
+        if writer is None:
+            text = self._http("GET", f"/schemas/ids/{schema_id}")["schema"]
+            writer = fastavro.parse_schema(orjson.loads(text))
+            self._writers[schema_id] = writer
+        value = fastavro.schemaless_reader(io.BytesIO(body), writer, self._parsed)
+        return self.model.model_validate(value)
+
+
+def _needs_conversion(annotation: Any, seen: set[Any]) -> bool:
+    if annotation in seen:
+        return False
+    seen.add(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return any(_needs_conversion(f.annotation, seen) for f in annotation.model_fields.values())
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum | Decimal):
+        return True
+    return any(_needs_conversion(a, seen) for a in typing.get_args(annotation))
+
+
+def _avro_values(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _avro_values(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_avro_values(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+class JsonSchemaSerde(_RegistrySerde):
+    schema_type = "JSON"
+
+    def schema_text(self) -> str:
+        return orjson.dumps(self.model.model_json_schema()).decode()
+
+    def dumps(self, obj: Any) -> bytes:
+        header = self._header()
+        record = obj if isinstance(obj, self.model) else self.model.model_validate(obj)
+        return header + record.model_dump_json().encode()
+
+    def loads(self, data: bytes) -> Any:
+        _, body = self._split(data)
+        return self.model.model_validate_json(bytes(body))
