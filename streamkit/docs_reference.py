@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["PAGES", "app_settings", "broker_settings", "cli", "connect_rest", "connector_settings",
-           "group_settings", "kafka_apis", "python_api", "topic_settings", "worker_rest", "worker_settings"]
+           "group_settings", "kafka_apis", "python_api", "registry", "topic_settings", "worker_rest", "worker_settings"]
 
 LONG_MAX = 2**63 - 1
 
@@ -231,6 +231,22 @@ def _openapi_table(spec: dict[str, Any]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def registry() -> str:
+    from streamkit.schemas.config import SETTINGS, SETTINGS_DOC
+    from streamkit.schemas.rest import create_app
+
+    rows = ["| setting | default | description |", "|---|---|---|"]
+    rows += [f"| `{name}` | {_value(default)} | {_cell(SETTINGS_DOC[name])} |" for name, default in SETTINGS.items()]
+    from types import SimpleNamespace
+
+    spec = create_app(SimpleNamespace(state=None), None).openapi()  # type: ignore[arg-type]  # routes only
+    return ("# Schema Registry\n\n"
+            "`streamkit schema-registry --config FILE` (or `--set key=value`, or "
+            "`schema.registry.listeners` on `streamkit broker`) serves Confluent's Schema Registry "
+            "API with Confluent's setting names and error codes.\n\n## Settings\n\n"
+            + "\n".join(rows) + "\n\n## REST API\n\n" + _openapi_table(spec))
+
+
 def _kio_api_names() -> dict[int, str]:
     """API key -> Kafka's name (``Produce``, ``Fetch``...), from kio's request schemas."""
     import pkgutil
@@ -300,6 +316,7 @@ PAGES: dict[str, Any] = {
     "reference/cli.md": cli,
     "reference/connect-rest.md": connect_rest,
     "reference/worker-rest.md": worker_rest,
+    "reference/schema-registry.md": registry,
     "reference/kafka-apis.md": kafka_apis,
     "reference/python-api.md": python_api,
 }

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from streamkit.schemas.compatibility import LEVELS
 
-__all__ = ["SETTINGS", "RegistryConfig", "RegistryConfigError"]
+__all__ = ["SETTINGS", "SETTINGS_DOC", "RegistryConfig", "RegistryConfigError"]
 
 SETTINGS = {
     "listeners": "http://127.0.0.1:8081",
@@ -19,6 +19,19 @@ SETTINGS = {
     "schema.registry.group.id": "schema-registry",
     "leader.eligibility": "true",
     "host.name": "",
+}
+
+
+# What each setting does, for the reference (keys: exactly SETTINGS', a test checks).
+SETTINGS_DOC = {
+    "listeners": "The HTTP listener of the REST API, http://HOST:PORT (the first one is served).",
+    "kafkastore.bootstrap.servers": "The brokers whose topic holds the schemas.",
+    "kafkastore.topic": "The compacted single-partition topic the schemas live in.",
+    "kafkastore.topic.replication.factor": "Replication factor of kafkastore.topic when the registry creates it.",
+    "schema.compatibility.level": "The global compatibility level: NONE, BACKWARD, FORWARD, FULL or their _TRANSITIVE forms.",
+    "schema.registry.group.id": "The group the registries of one cluster join to elect the leader that writes.",
+    "leader.eligibility": "Whether this registry may become the leader (false: it forwards writes).",
+    "host.name": "The host name this registry advertises to the others for forwarded writes.",
 }
 
 

@@ -206,3 +206,12 @@ def test_every_shell_block_marked_run_runs(where: str, script: str, docs_broker:
         failure = f"no end in {exc.timeout} s\n{exc.stdout!r:.2000}\n{exc.stderr!r:.2000}"
     logs = "".join(f"\n--- {p.name}:\n{p.read_text()[-3000:]}" for p in sorted(tmp_path.glob("*.log")))
     assert not failure, f"{where}: {failure}{logs}"
+
+
+def test_every_registry_setting_is_documented() -> None:
+    from streamkit.schemas.config import SETTINGS, SETTINGS_DOC
+
+    assert set(SETTINGS_DOC) == set(SETTINGS)
+    page = docs_reference.registry()
+    assert all(f"| `{name}` |" in page for name in SETTINGS)
+    assert "| POST | `/subjects/{subject}/versions` |" in page
