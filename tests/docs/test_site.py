@@ -5,10 +5,12 @@ CLI has."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -198,12 +200,20 @@ def test_every_shell_block_marked_run_runs(where: str, script: str, docs_broker:
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     # What the script leaves running in the background (a worker) ends with it, pass or fail.
     script = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + _address(script, docs_broker.bootstrap)
+    # Its own process group: on a timeout the whole group goes, the background worker too
+    # (the EXIT trap does not run when bash itself is killed).
+    shell = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-        failure = "" if done.returncode == 0 else f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    except subprocess.TimeoutExpired as exc:
-        failure = f"no end in {exc.timeout} s\n{exc.stdout!r:.2000}\n{exc.stderr!r:.2000}"
+        stdout, stderr = shell.communicate(timeout=120)
+        failure = "" if shell.returncode == 0 else f"exit {shell.returncode}\n{stdout[-2000:]}\n{stderr[-2000:]}"
+    except subprocess.TimeoutExpired:
+        os.killpg(shell.pid, signal.SIGKILL)
+        stdout, stderr = shell.communicate()
+        failure = f"no end in 120 s\n{stdout[-2000:]}\n{stderr[-2000:]}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
     logs = "".join(f"\n--- {p.name}:\n{p.read_text()[-3000:]}" for p in sorted(tmp_path.glob("*.log")))
     assert not failure, f"{where}: {failure}{logs}"
 
