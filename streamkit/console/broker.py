@@ -1,0 +1,165 @@
+"""What the console asks the cluster, over the Kafka protocol: the brokers, topics with
+their partitions, configs and offsets, and consumer groups with their lag.
+
+The heavy lifting is ``streamkit.clients.admin`` (the CLI's admin commands); this module
+adds the views a page needs in one round of requests, and turns client errors into the
+console's: an unreachable broker is 503, a Kafka error code is 400 with its message."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka.errors import KafkaError
+
+from streamkit.clients import admin
+from streamkit.clients.errors import BrokerUnreachable, ClientError
+from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
+
+__all__ = [
+    "GroupSummary", "Overview", "TopicSummary", "alter_topic", "create_topic", "delete_topic",
+    "group", "groups", "kafka_errors", "overview", "reset_group", "topic",
+]
+
+
+@contextlib.contextmanager
+def kafka_errors() -> Iterator[None]:
+    try:
+        yield
+    except BrokerUnreachable as exc:
+        raise Unavailable(str(exc)) from None
+    except ClientError as exc:
+        raise BadInput(str(exc)) from None
+    except KafkaError as exc:
+        raise Unavailable(f"the broker did not answer: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSummary:
+    name: str
+    partitions: int
+    internal: bool
+    under_replicated: int
+    offline: int
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    bootstrap: str
+    cluster_id: str | None
+    controller: int
+    brokers: list[dict[str, Any]]
+    topics: list[TopicSummary]
+    under_replicated: list[tuple[str, int]]
+    offline: list[tuple[str, int]]
+
+
+async def overview(bootstrap: str) -> Overview:
+    """Brokers, controller and every topic with its partition health, from one Metadata
+    round (DescribeCluster and Metadata)."""
+    with kafka_errors():
+        async with admin.admin_client(bootstrap) as client:
+            cluster = await client.describe_cluster()
+            names = await client.list_topics()
+            described = await client.describe_topics(sorted(names)) if names else []
+    brokers = sorted(({"id": int(b["node_id"]), "host": str(b["host"]), "port": int(b["port"]),
+                       "rack": b.get("rack")} for b in cluster.get("brokers", [])), key=lambda b: b["id"])
+    live = {b["id"] for b in brokers}
+    topics: list[TopicSummary] = []
+    under: list[tuple[str, int]] = []
+    offline: list[tuple[str, int]] = []
+    for t in described:
+        if t["error_code"]:
+            continue
+        t_under = t_offline = 0
+        for p in t["partitions"]:
+            leader, replicas, isr = int(p["leader"]), p.get("replicas") or (), p.get("isr") or ()
+            if leader < 0 or leader not in live:
+                offline.append((t["topic"], int(p["partition"])))
+                t_offline += 1
+            elif len(isr) < len(replicas):
+                under.append((t["topic"], int(p["partition"])))
+                t_under += 1
+        topics.append(TopicSummary(t["topic"], len(t["partitions"]), bool(t.get("is_internal")), t_under, t_offline))
+    topics.sort(key=lambda s: s.name)
+    return Overview(bootstrap, cluster.get("cluster_id"), int(cluster.get("controller_id", -1)), brokers,
+                    topics, sorted(under), sorted(offline))
+
+
+async def topic(bootstrap: str, name: str) -> admin.TopicDescription:
+    """A topic with its configs and each partition's offsets and replicas; 404 if missing."""
+    await topic_exists(bootstrap, name)
+    with kafka_errors():
+        return await admin.describe_topic(bootstrap, name, offsets=True)
+
+
+async def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
+                       configs: dict[str, str]) -> None:
+    with kafka_errors():
+        await admin.create_topic(bootstrap, name, partitions, configs, replication_factor=replication_factor)
+
+
+async def delete_topic(bootstrap: str, name: str) -> None:
+    await topic_exists(bootstrap, name)
+    with kafka_errors():
+        await admin.delete_topic(bootstrap, name)
+
+
+async def topic_exists(bootstrap: str, name: str) -> None:
+    with kafka_errors():
+        admin.topic_name(name)
+        if name not in await admin.list_topics(bootstrap, include_internal=True):
+            raise NotFound(f"topic {name} not found")
+
+
+async def alter_topic(bootstrap: str, name: str, set_configs: dict[str, str], delete: list[str]) -> None:
+    await topic_exists(bootstrap, name)
+    with kafka_errors():
+        await admin.alter_topic_config(bootstrap, name, set_configs, delete)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    group_id: str
+    protocol_type: str
+    state: str
+    members: int
+
+
+async def groups(bootstrap: str) -> list[GroupSummary]:
+    """Every consumer group with its state and member count (ListGroups, DescribeGroups)."""
+    with kafka_errors():
+        async with admin.admin_client(bootstrap) as client:
+            listed = sorted((str(g[0]), str(g[1])) for g in await client.list_consumer_groups())
+            described = await client.describe_consumer_groups([g for g, _ in listed]) if listed else []
+    states: dict[str, tuple[str, int]] = {}
+    for response in described:
+        for g in response.groups:  # (error_code, group_id, state, protocol_type, protocol, members, ...)
+            states[str(g[1])] = (str(g[2]), len(g[5]))
+    return [GroupSummary(gid, kind, *states.get(gid, ("Unknown", 0))) for gid, kind in listed]
+
+
+async def group(bootstrap: str, group_id: str) -> tuple[str, list[admin.GroupMember], list[admin.PartitionLag]]:
+    """(state, members, per-partition lag); 404 for a group the cluster does not know."""
+    with kafka_errors():
+        known = {str(g[0]) for g in await admin.list_groups(bootstrap)}
+        if group_id not in known:
+            raise NotFound(f"consumer group {group_id} not found")
+        return await admin.describe_group(bootstrap, group_id, must_exist=False)
+
+
+async def reset_group(bootstrap: str, group_id: str, topic_name: str, to: str,
+                      value: int | None) -> list[admin.OffsetReset]:
+    """Move a group's committed offsets on ``topic_name``; only while it has no members
+    (409 otherwise), as kafka-consumer-groups.sh --reset-offsets requires."""
+    if to not in ("earliest", "latest", "offset", "timestamp"):
+        raise BadInput(f"reset to must be earliest, latest, offset or timestamp, not {to!r}")
+    state, members, _lags = await group(bootstrap, group_id)
+    if members:
+        raise Conflict(f"consumer group {group_id} is {state} with {len(members)} member(s): "
+                       "stop its consumers before resetting offsets")
+    await topic_exists(bootstrap, topic_name)
+    with kafka_errors():
+        return await admin.reset_offsets(bootstrap, group_id, topic_name, to, value, execute=True)
