@@ -36,6 +36,8 @@ def jsonable(value: Any) -> Any:
         return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):  # a NamedTuple: TopicPartition
+        return jsonable(value._asdict())
     if isinstance(value, list | tuple | set | frozenset):
         return [jsonable(v) for v in (sorted(value) if isinstance(value, set | frozenset) else value)]
     if isinstance(value, bytes):

@@ -1,0 +1,66 @@
+"""Fixtures for the console tests: one real broker process per module, and the console
+served by uvicorn on it (on a free port, its own thread), asked over HTTP by httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from streamkit.console import ConsoleServer, ConsoleSettings
+from streamkit.testing import BrokerProcess
+
+JSON = {"Accept": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "data") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def client(broker: BrokerProcess) -> Iterator[httpx.Client]:
+    with ConsoleThread(ConsoleSettings(broker.bootstrap)) as console, \
+            httpx.Client(base_url=console.url, timeout=30) as c:
+        yield c
+
+
+class ConsoleThread:
+    """The console served by uvicorn on a free port, on its own thread and event loop."""
+
+    def __init__(self, settings: ConsoleSettings) -> None:
+        self.server = ConsoleServer(settings, "127.0.0.1", 0)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="console", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def __enter__(self) -> ConsoleThread:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def eventually(probe: Callable[[], Any], what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {value!r})")
+        time.sleep(0.1)
