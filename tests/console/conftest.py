@@ -64,3 +64,43 @@ def eventually(probe: Callable[[], Any], what: str, timeout: float = 30) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {value!r})")
         time.sleep(0.1)
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's chromium driven by Playwright (headless; never a downloaded browser)."""
+    from pathlib import Path
+
+    from tests.conftest import require_service
+
+    require_service(Path(CHROMIUM).exists(), f"chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A fresh page; its last screen is kept as a test artifact (screenshots/TEST.png under
+    pytest's base temp directory, or $STREAMKIT_SCREENSHOTS)."""
+    import os
+    from pathlib import Path
+
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(15_000)
+    try:
+        yield opened
+    finally:
+        folder = Path(os.environ.get("STREAMKIT_SCREENSHOTS") or tmp_path_factory.getbasetemp() / "screenshots")
+        folder.mkdir(parents=True, exist_ok=True)
+        opened.screenshot(path=str(folder / f"{request.node.name}.png"), full_page=True)
+        context.close()
