@@ -85,6 +85,13 @@ async def connector(request: Request, name: str) -> Response:
     return render(request, "connector.html", {"name": name, **found})
 
 
+@router.get("/connect/connectors/{name}/status")
+async def connector_status(request: Request, name: str) -> Response:
+    """The state and tasks alone: the connector page refreshes them (htmx)."""
+    found = await _client(request).connector(name)
+    return render(request, "connector_status.html", {"name": name, **found})
+
+
 @router.post("/connect/connectors/{name}/tasks/{task}/restart")
 async def restart_task(request: Request, name: str, task: int) -> Response:
     await _client(request).action(name, "restart", task)

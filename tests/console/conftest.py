@@ -104,3 +104,51 @@ def page(browser: Any, request: pytest.FixtureRequest, tmp_path_factory: pytest.
         folder.mkdir(parents=True, exist_ok=True)
         opened.screenshot(path=str(folder / f"{request.node.name}.png"), full_page=True)
         context.close()
+
+
+class ConnectProcess:
+    """``streamkit connect standalone`` as a child process, its REST API on a free port."""
+
+    def __init__(self, bootstrap: str, directory: Any) -> None:
+        import json
+        from pathlib import Path
+
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.config = self.directory / "worker.json"
+        self.config.write_text(json.dumps({
+            "bootstrap.servers": bootstrap, "listeners": "http://127.0.0.1:0",
+            "offset.storage.file.filename": str(self.directory / "offsets.json"),
+            "offset.flush.interval.ms": "500",
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "org.apache.kafka.connect.storage.StringConverter"}))
+        self.ready = self.directory / "ready"
+        self.log_file = self.directory / "connect.log"
+        self.process: Any = None
+        self.url = ""
+
+    def __enter__(self) -> ConnectProcess:
+        import subprocess
+        import sys
+
+        with open(self.log_file, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "streamkit", "connect", "standalone", str(self.config),
+                 "--ready-file", str(self.ready)], stdout=log, stderr=subprocess.STDOUT)
+        port = eventually(lambda: self._port(), "the Connect worker's REST API")
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def _port(self) -> str | None:
+        if self.process.poll() is not None:
+            raise AssertionError(f"connect exited with {self.process.returncode}:\n{self.log_file.read_text()}")
+        text = self.ready.read_text().strip() if self.ready.exists() else ""
+        return text or None
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except Exception:
+            self.process.kill()
+            self.process.wait(10)
