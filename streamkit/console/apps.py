@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from streamkit.console.errors import BadInput, ConsoleError, NotFound, Unavailable
 
-__all__ = ["OperatorTime", "Worker", "query_table", "worker", "worker_address"]
+__all__ = ["OperatorTime", "Worker", "query_table", "read_metrics", "worker", "worker_address"]
 
 _TIMEOUT_S = 5.0
 
@@ -65,11 +65,12 @@ async def worker(url: str) -> Worker:
     out.tables = dict(index.get("tables") or {})
     out.partitions = list(health.get("partitions") or [])
     out.standby_tasks = list(health.get("standby_tasks") or [])
-    _read_metrics(metrics, out)
+    read_metrics(metrics, out)
     return out
 
 
-def _read_metrics(text: str, out: Worker) -> None:
+def read_metrics(text: str, out: Worker) -> None:
+    """Fill ``out`` from a worker's /metrics text (Prometheus exposition format)."""
     times: dict[tuple[str, int], list[int]] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:

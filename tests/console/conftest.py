@@ -152,3 +152,53 @@ class ConnectProcess:
         except Exception:
             self.process.kill()
             self.process.wait(10)
+
+
+class WorkerProcess:
+    """``streamkit worker -A MODULE --web-port 0`` as a child process; ``url`` is its web
+    port, read from its log once it serves and has its partitions."""
+
+    def __init__(self, module: str, bootstrap: str, data_dir: Any) -> None:
+        from pathlib import Path
+
+        self.module = module
+        self.bootstrap = bootstrap
+        self.data_dir = Path(data_dir)
+        self.log_file = self.data_dir.parent / f"{self.data_dir.name}-worker.log"
+        self.process: Any = None
+        self.url = ""
+
+    def _log(self) -> str:
+        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+
+    def __enter__(self) -> WorkerProcess:
+        import os
+        import re
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        repo = Path(__file__).resolve().parents[2]
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "streamkit", "worker", "-A", self.module, "--broker", self.bootstrap,
+                 "--data-dir", str(self.data_dir), "--web-port", "0"],
+                cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, stdout=log, stderr=subprocess.STDOUT)
+
+        def serving() -> str | None:
+            if self.process.poll() is not None:
+                raise AssertionError(f"worker exited with {self.process.returncode}:\n{self._log()}")
+            text = self._log()
+            match = re.search(r"web endpoints on (http://[\w.\-]+:\d+)", text)
+            return match.group(1) if match and "partitions assigned" in text else None
+
+        self.url = eventually(serving, f"worker {self.module} to serve")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except Exception:
+            self.process.kill()
+            self.process.wait(10)
