@@ -5,13 +5,17 @@ a clear message for every kind of bad input."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamkit.testing import BrokerProcess
-from tests.console.conftest import JSON
+from tests.console.conftest import JSON, eventually
 
 
 def _create(client: httpx.Client, name: str, partitions: int = 1, configs: str = "") -> None:
@@ -214,3 +218,22 @@ def test_an_unreachable_broker_is_a_503_with_a_retry() -> None:
         assert r.status_code == 503 and f"cannot reach a broker at {address}" in r.json()["error"]
         page = down.get("/topics")
         assert page.status_code == 503 and "Retry" in page.text
+
+
+def test_the_console_command_serves_until_terminated(broker: BrokerProcess, tmp_path: Path) -> None:
+    log = tmp_path / "console.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "streamkit", "console", "--bootstrap-servers",
+                                    broker.bootstrap, "--listen", "127.0.0.1:0"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        url = eventually(lambda: (re.findall(r"console listening on (http://\S+)", log.read_text())
+                                  or [process.poll() is not None and log.read_text()])[0], "the console to listen")
+        assert isinstance(url, str) and url.startswith("http://"), url
+        page = httpx.get(url, timeout=30)
+        assert page.status_code == 200 and broker.bootstrap in page.text
+    finally:
+        process.terminate()
+    assert process.wait(30) == 0
+    bad = subprocess.run([sys.executable, "-m", "streamkit", "console", "--bootstrap-servers", broker.bootstrap,
+                          "--listen", "nowhere"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--listen expects HOST:PORT, got 'nowhere'" in bad.stderr
