@@ -40,6 +40,7 @@ class Worker:
     error: str | None = None
     app: str | None = None
     tables: dict[str, Any] = field(default_factory=dict)
+    topics: list[str] = field(default_factory=list)  # every topic the app declares
     partitions: list[str] = field(default_factory=list)
     standby_tasks: list[int] = field(default_factory=list)
     records_per_second: float = 0.0
@@ -63,6 +64,7 @@ async def worker(url: str) -> Worker:
     out.up = True
     out.app = index.get("app")
     out.tables = dict(index.get("tables") or {})
+    out.topics = list(index.get("topics") or [])
     out.partitions = list(health.get("partitions") or [])
     out.standby_tasks = list(health.get("standby_tasks") or [])
     read_metrics(metrics, out)

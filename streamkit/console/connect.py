@@ -44,6 +44,11 @@ class ConnectClient:
         status = await self.request("GET", f"/connectors/{n}/status")
         return {"info": info, "status": status}
 
+    async def active_topics(self, name: str) -> list[str]:
+        """The topics Connect saw the connector use (KIP-558)."""
+        found = await self.request("GET", f"/connectors/{quote(name, safe='')}/topics") or {}
+        return [str(t) for t in (found.get(name) or {}).get("topics", [])]
+
     async def plugins(self) -> list[dict[str, Any]]:
         return list(await self.request("GET", "/connector-plugins") or [])
 

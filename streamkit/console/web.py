@@ -14,7 +14,13 @@ from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from streamkit.console import routes_apps, routes_connect, routes_groups, routes_topics
+from streamkit.console import (
+    routes_apps,
+    routes_connect,
+    routes_groups,
+    routes_pipeline,
+    routes_topics,
+)
 from streamkit.console.errors import ConsoleError
 from streamkit.console.pages import render, templates
 from streamkit.console.settings import ConsoleSettings
@@ -51,7 +57,7 @@ def create_app(settings: ConsoleSettings) -> FastAPI:
     app = FastAPI(title="streamkit console", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.settings = settings
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
-    for module in (routes_topics, routes_groups, routes_connect, routes_apps):
+    for module in (routes_topics, routes_groups, routes_connect, routes_apps, routes_pipeline):
         app.include_router(module.router)
 
     @app.exception_handler(ConsoleError)

@@ -1,11 +1,14 @@
-"""The Apps pages against a real stream worker process (apps.wordcount) on a real broker
-process: workers up and down, their partitions and tables, a table queried by key, in the
-routes and in chromium; and the per-operator event time read from a worker's metrics."""
+"""The Apps and Pipeline pages against a real stream worker process (apps.wordcount), a
+real Connect worker process and a real broker process: workers up and down, their partitions
+and tables, a table queried by key, the pipeline from a file source through the app to a
+file sink, in the routes and in chromium; and the per-operator event time read from a
+worker's metrics."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,7 +20,7 @@ from streamkit.console import ConsoleSettings
 from streamkit.console.apps import Worker, read_metrics
 from streamkit.streams.metrics import Metrics
 from streamkit.testing import BrokerProcess, free_port
-from tests.console.conftest import JSON, ConsoleThread, WorkerProcess, eventually
+from tests.console.conftest import JSON, ConnectProcess, ConsoleThread, WorkerProcess, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -38,8 +41,15 @@ def down_url() -> str:
 
 
 @pytest.fixture(scope="module")
-def console(broker: BrokerProcess, worker: WorkerProcess, down_url: str) -> Iterator[str]:
-    with ConsoleThread(ConsoleSettings(broker.bootstrap, app_urls=(worker.url, down_url))) as running:
+def connect(broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectProcess]:
+    with ConnectProcess(broker.bootstrap, tmp_path_factory.mktemp("connect")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def console(broker: BrokerProcess, worker: WorkerProcess, connect: ConnectProcess, down_url: str) -> Iterator[str]:
+    settings = ConsoleSettings(broker.bootstrap, connect.url, app_urls=(worker.url, down_url))
+    with ConsoleThread(settings) as running:
         yield running.url
 
 
@@ -99,3 +109,42 @@ def test_in_the_browser_find_the_worker_and_query_its_table(page: Any, console: 
     page.get_by_role("button", name="Look up").click()
     expect(page.locator("#rows tbody tr")).to_have_count(1)
     expect(page.locator("#rows tbody tr td").nth(1)).to_have_text("2")
+
+
+def _pipeline_connectors(connect: ConnectProcess, directory: Path) -> None:
+    (directory / "in.txt").write_text("the pipeline view\n")
+    connectors = [
+        ("lines-in", {"connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+                      "file": str(directory / "in.txt"), "topic": "lines"}),
+        ("counts-out", {"connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
+                        "file": str(directory / "out.txt"), "topics": "word_counts"}),
+    ]
+    for name, config in connectors:
+        if httpx.get(f"{connect.url}/connectors/{name}").status_code == 404:
+            r = httpx.post(f"{connect.url}/connectors", json={"name": name, "config": config}, timeout=30)
+            assert r.status_code == 201, r.text
+
+
+def test_the_pipeline_from_source_connector_through_the_app_to_sink(http: httpx.Client, connect: ConnectProcess,
+                                                                     tmp_path_factory: pytest.TempPathFactory) -> None:
+    _pipeline_connectors(connect, tmp_path_factory.mktemp("files"))
+    graph = http.get("/pipeline", headers=JSON).json()["pipeline"]
+    edges = {(e["source"], e["target"]) for e in graph["edges"]}
+    assert {("source:lines-in", "topic:lines"), ("topic:lines", "app:wordcount"), ("topic:words", "app:wordcount"),
+            ("app:wordcount", "topic:word_counts"), ("topic:word_counts", "sink:counts-out")} <= edges, edges
+    assert not [n for n in graph["nodes"] if "changelog" in n["id"]]
+    assert any("is down" in note for note in graph["notes"])
+
+
+def test_in_the_browser_see_the_pipeline_graph(page: Any, console: str, connect: ConnectProcess,
+                                               tmp_path_factory: pytest.TempPathFactory) -> None:
+    _pipeline_connectors(connect, tmp_path_factory.mktemp("files"))
+    page.goto(console)
+    page.get_by_role("link", name="Pipeline", exact=True).click()
+    expect(page.locator("#edges")).to_contain_text("counts-out")
+    drawn = page.evaluate("window.pipelineGraph.nodes().map(n => n.id()).sort()")
+    assert {"source:lines-in", "topic:lines", "app:wordcount", "topic:word_counts", "sink:counts-out"} <= set(drawn)
+    assert page.evaluate("window.pipelineGraph.edges().length") == len(page.locator("#edges tbody tr").all())
+    page.screenshot(path=str(tmp_path_factory.getbasetemp() / "pipeline.png"))
+    page.evaluate("window.pipelineGraph.getElementById('app:wordcount').emit('tap')")  # a click on the node
+    expect(page.locator("#app-id")).to_have_text("wordcount")
