@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark,dask,postgres,mysql]'
 	touch $(STAMP)
 
-demo: venv
-	$(BIN)/python -m streamkit.demo
+demo: venv  # make demo DEMO_ARGS=--keep-running: everything stays up, the web console too
+	$(BIN)/python -m streamkit.demo $(DEMO_ARGS)
 
 test: venv
 	$(BIN)/python -m pytest

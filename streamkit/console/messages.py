@@ -17,7 +17,7 @@ from aiokafka.structs import TopicPartition
 
 from streamkit.clients.lifecycle import start_client
 from streamkit.console.broker import kafka_errors
-from streamkit.console.errors import BadInput
+from streamkit.console.errors import BadInput, NotFound
 
 __all__ = ["Browse", "Decoded", "Message", "Page", "browse", "decode", "parse_timestamp", "produce"]
 
@@ -79,6 +79,7 @@ class Browse:
 
 @dataclass(slots=True)
 class Page:
+    partitions: int = 0  # how many the topic has
     messages: list[Message] = field(default_factory=list)
     scanned: int = 0
     next_offsets: dict[int, int] = field(default_factory=dict)  # where the next page starts
@@ -106,27 +107,37 @@ def _matches(record_key: bytes | None, value: bytes | None, want: Browse) -> boo
     return want.contains is None or (value is not None and want.contains.encode() in value)
 
 
-async def browse(bootstrap: str, topic: str, partitions: int, want: Browse, max_scan: int = 10_000) -> Page:
-    """One page of ``topic`` (which has ``partitions`` partitions) as ``want`` says."""
+async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_000) -> Page:
+    """One page of ``topic`` as ``want`` says; ``NotFound`` if there is no such topic."""
     if not 1 <= want.limit <= MAX_LIMIT:
         raise BadInput(f"limit must be between 1 and {MAX_LIMIT}, not {want.limit}")
-    if want.partition is not None and not 0 <= want.partition < partitions:
-        raise BadInput(f"topic {topic} has no partition {want.partition} (it has {partitions})")
     if want.offset is not None and want.offset < 0:
         raise BadInput(f"offset must not be negative, not {want.offset}")
-    chosen = [want.partition] if want.partition is not None else list(range(partitions))
-    tps = [TopicPartition(topic, p) for p in chosen]
     page = Page()
     with kafka_errors():
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                    max_partition_fetch_bytes=1 << 20)
+                                    max_partition_fetch_bytes=1 << 20, fetch_max_wait_ms=100)
         await start_client(consumer)
         try:
-            consumer.assign(tps)
+            # Every topic's metadata (one Metadata request), so that a missing topic is known
+            # before an assignment could have the broker auto-create it. aiokafka has no
+            # public call for a topic's partitions that does not start tracking the topic.
+            cluster = await consumer._client.fetch_all_metadata()
+            found = cluster.partitions_for_topic(topic)
+            if not found:
+                raise NotFound(f"topic {topic} not found")
+            page.partitions = len(found)
+            if want.partition is not None and want.partition not in found:
+                raise BadInput(f"topic {topic} has no partition {want.partition} (it has {len(found)})")
+            chosen = [want.partition] if want.partition is not None else sorted(found)
+            tps = [TopicPartition(topic, p) for p in chosen]
             starts = dict(await consumer.beginning_offsets(tps))
             ends = dict(await consumer.end_offsets(tps))
             positions = await _positions(consumer, tps, starts, ends, want)
             page.ends = {tp.partition: ends[tp] for tp in tps}
+            # Assign and seek with no await between: the fetcher never starts a fetch (and
+            # its long poll) at a position of its own choosing.
+            consumer.assign(tps)
             for tp in tps:
                 consumer.seek(tp, positions[tp])
             await _read(consumer, positions, ends, want, max_scan, page)

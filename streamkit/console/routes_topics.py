@@ -7,7 +7,9 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from streamkit.clients import admin
 from streamkit.console import broker, messages
+from streamkit.console.broker import kafka_errors
 from streamkit.console.errors import BadInput
 from streamkit.console.pages import done, form, form_int, render, settings
 
@@ -107,16 +109,16 @@ def _browse_request(params: dict[str, str]) -> messages.Browse:
 async def browse(request: Request, name: str) -> Response:
     params = dict(request.query_params)
     want = _browse_request(params)
-    bootstrap = settings(request).bootstrap_servers
-    found = await broker.topic(bootstrap, name)
-    page = await messages.browse(bootstrap, name, found.partitions, want)
+    with kafka_errors():
+        admin.topic_name(name)
+    page = await messages.browse(settings(request).bootstrap_servers, name, want)
     next_url = None
     if want.partition is not None and page.next_offsets.get(want.partition, 0) < page.ends.get(want.partition, 0):
         following = {**params, "start": "offset", "offset": str(page.next_offsets[want.partition])}
         following.pop("notice", None)
         next_url = f"{_topic_url(name)}/messages?" + "&".join(f"{quote(k)}={quote(v)}" for k, v in following.items())
-    return render(request, "messages.html", {"topic": found, "want": want, "params": params, "page": page,
-                                              "next_url": next_url})
+    return render(request, "messages.html", {"topic": {"name": name, "partitions": page.partitions}, "want": want,
+                                              "params": params, "page": page, "next_url": next_url})
 
 
 @router.post("/topics/{name}/produce")
