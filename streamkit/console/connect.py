@@ -55,6 +55,9 @@ class ConnectClient:
     async def create(self, name: str, config: dict[str, Any]) -> Any:
         return await self.request("POST", "/connectors", {"name": name, "config": config})
 
+    async def update(self, name: str, config: dict[str, Any]) -> Any:
+        return await self.request("PUT", f"/connectors/{quote(name, safe='')}/config", config)
+
     async def validate(self, config: dict[str, Any]) -> dict[str, Any]:
         plugin = quote(str(config.get("connector.class", "")), safe="")
         return dict(await self.request("PUT", f"/connector-plugins/{plugin}/config/validate", config) or {})

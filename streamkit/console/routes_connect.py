@@ -55,6 +55,18 @@ def _parse_connector(text: str) -> tuple[str, dict[str, Any]]:
     return name, dict(config)
 
 
+async def _problems(client: ConnectClient, exc: ConsoleError, config: dict[str, Any]) -> dict[str, list[str]]:
+    """Connect's errors per field: from its 400 (streamkit's ``problems``), else from
+    config/validate (Apache Kafka's Connect answers a 400 with one message)."""
+    problems = {str(k): [str(m) for m in v] for k, v in dict(exc.detail.get("problems") or {}).items()}
+    if not problems and "connector.class" in config:
+        try:
+            problems = field_errors(await client.validate(config))
+        except ConsoleError:
+            problems = {}
+    return problems
+
+
 @router.post("/connect/connectors")
 async def create(request: Request) -> Response:
     """Create a connector; an invalid config shows Connect's errors next to each field."""
@@ -66,12 +78,7 @@ async def create(request: Request) -> Response:
     except ConsoleError as exc:
         if exc.status != 400:
             raise
-        problems = {str(k): [str(m) for m in v] for k, v in dict(exc.detail.get("problems") or {}).items()}
-        if not problems and "connector.class" in config:
-            try:
-                problems = field_errors(await client.validate(config))
-            except ConsoleError:
-                problems = {}
+        problems = await _problems(client, exc, config)
         found = await client.connectors()
         return render(request, "connect.html", {"connect_url": client.url, "connectors": found,
                                                  "plugins": await client.plugins(), "draft": draft,
@@ -79,10 +86,32 @@ async def create(request: Request) -> Response:
     return done(request, f"/connect/connectors/{quote(name, safe='')}", f"created connector {name}")
 
 
+@router.post("/connect/connectors/{name}/config")
+async def update(request: Request, name: str) -> Response:
+    """Replace a connector's config (JSON object); Connect restarts its tasks."""
+    client = _client(request)
+    draft = (await form(request)).get("config", "")
+    try:
+        config = json.loads(draft)
+    except ValueError as exc:
+        raise BadInput(f"the config is not valid JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise BadInput("the config must be a JSON object")
+    try:
+        await client.update(name, config)
+    except ConsoleError as exc:
+        if exc.status != 400:
+            raise
+        found = await client.connector(name)
+        return render(request, "connector.html", {"name": name, **found, "draft": draft, "error": exc.message,
+                                                   "problems": await _problems(client, exc, config)}, status=400)
+    return done(request, f"/connect/connectors/{quote(name, safe='')}", f"updated the config of {name}")
+
+
 @router.get("/connect/connectors/{name}")
 async def connector(request: Request, name: str) -> Response:
     found = await _client(request).connector(name)
-    return render(request, "connector.html", {"name": name, **found})
+    return render(request, "connector.html", {"name": name, **found, "draft": None, "error": None, "problems": {}})
 
 
 @router.get("/connect/connectors/{name}/status")

@@ -61,6 +61,17 @@ def test_connect_routes(http: httpx.Client, tmp_path: Path) -> None:
     fragment = http.get("/connect/connectors/routes-sink/status").text
     assert 'id="connector-state" class="state">RUNNING<' in fragment and "<html" not in fragment
 
+    config = http.get("/connect/connectors/routes-sink", headers=JSON).json()["info"]["config"]
+    edited = {**config, "file": str(tmp_path / "edited.txt")}
+    r = http.post("/connect/connectors/routes-sink/config", data={"config": json.dumps(edited)}, headers=JSON)
+    assert r.status_code == 200, r.text
+    assert http.get("/connect/connectors/routes-sink", headers=JSON).json()["info"]["config"]["file"] == edited["file"]
+    r = http.post("/connect/connectors/routes-sink/config", data={"config": json.dumps({**edited, "tasks.max": "zero"})})
+    assert r.status_code == 400 and "<code>tasks.max</code>" in r.text and "zero" in r.text  # kept to fix
+    r = http.post("/connect/connectors/routes-sink/config", data={"config": "[]"}, headers=JSON)
+    assert r.status_code == 400 and "must be a JSON object" in r.json()["error"]
+    assert http.get("/connect/connectors/routes-sink", headers=JSON).json()["info"]["config"]["tasks.max"] == "1"
+
     assert http.post("/connect/connectors/routes-sink/pause", headers=JSON).status_code == 200
     eventually(lambda: _state(http, "routes-sink")[0] == "PAUSED", "the sink paused")
     assert http.post("/connect/connectors/routes-sink/resume", headers=JSON).status_code == 200
