@@ -7,19 +7,22 @@ console's: an unreachable broker is 503, a Kafka error code is 400 with its mess
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from streamkit.clients import admin
 from streamkit.clients.errors import BrokerUnreachable, ClientError
+from streamkit.clients.lifecycle import start_client
 from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
 
 __all__ = [
-    "GroupSummary", "Overview", "TopicSummary", "alter_topic", "create_topic", "delete_topic",
+    "AdminPool", "GroupSummary", "Overview", "TopicSummary", "alter_topic", "create_topic", "delete_topic",
     "group", "groups", "kafka_errors", "overview", "reset_group", "topic",
 ]
 
@@ -56,14 +59,45 @@ class Overview:
     offline: list[tuple[str, int]]
 
 
-async def overview(bootstrap: str) -> Overview:
-    """Brokers, controller and every topic with its partition health, from one Metadata
-    round (DescribeCluster and Metadata)."""
+class AdminPool:
+    """One admin client kept open for the pages that every visit asks for (the overview, the
+    topic and group lists): each new client would first fetch the whole cluster's metadata
+    to bootstrap. A client that failed is closed, and the next request opens another."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._client: AIOKafkaAdminClient | None = None
+        self._lock = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def admin(self) -> AsyncIterator[AIOKafkaAdminClient]:
+        async with self._lock:
+            if self._client is None:
+                client = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10000)
+                await start_client(client)
+                self._client = client
+            client = self._client
+        try:
+            yield client
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        async with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+
+async def overview(pool: AdminPool) -> Overview:
+    """Brokers, controller and every topic with its partition health: two Metadata requests
+    on a client kept open."""
+    bootstrap = pool.bootstrap
     with kafka_errors():
-        async with admin.admin_client(bootstrap) as client:
+        async with pool.admin() as client:
             cluster = await client.describe_cluster()
-            names = await client.list_topics()
-            described = await client.describe_topics(sorted(names)) if names else []
+            described = await client.describe_topics()  # every topic
     brokers = sorted(({"id": int(b["node_id"]), "host": str(b["host"]), "port": int(b["port"]),
                        "rack": b.get("rack")} for b in cluster.get("brokers", [])), key=lambda b: b["id"])
     live = {b["id"] for b in brokers}
@@ -128,10 +162,10 @@ class GroupSummary:
     members: int
 
 
-async def groups(bootstrap: str) -> list[GroupSummary]:
+async def groups(pool: AdminPool) -> list[GroupSummary]:
     """Every consumer group with its state and member count (ListGroups, DescribeGroups)."""
     with kafka_errors():
-        async with admin.admin_client(bootstrap) as client:
+        async with pool.admin() as client:
             listed = sorted((str(g[0]), str(g[1])) for g in await client.list_consumer_groups())
             described = await client.describe_consumer_groups([g for g, _ in listed]) if listed else []
     states: dict[str, tuple[str, int]] = {}

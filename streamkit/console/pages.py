@@ -13,16 +13,22 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
+from streamkit.console.broker import AdminPool
 from streamkit.console.errors import BadInput
 from streamkit.console.settings import ConsoleSettings
 
-__all__ = ["done", "form", "form_int", "jsonable", "render", "settings", "templates", "wants_json"]
+__all__ = ["admin_pool", "done", "form", "form_int", "jsonable", "render", "settings", "templates", "wants_json"]
 
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 
 def settings(request: Request) -> ConsoleSettings:
     found: ConsoleSettings = request.app.state.settings
+    return found
+
+
+def admin_pool(request: Request) -> AdminPool:
+    found: AdminPool = request.app.state.admin
     return found
 
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from streamkit.console import broker, messages
-from streamkit.console.pages import done, form, form_int, render, settings
+from streamkit.console.pages import admin_pool, done, form, form_int, render, settings
 
 __all__ = ["router"]
 
@@ -18,7 +18,7 @@ router = APIRouter()
 
 @router.get("/groups")
 async def groups(request: Request, q: str = "") -> Response:
-    found = await broker.groups(settings(request).bootstrap_servers)
+    found = await broker.groups(admin_pool(request))
     shown = [g for g in found if q.lower() in g.group_id.lower()]
     return render(request, "groups.html", {"groups": shown, "q": q})
 

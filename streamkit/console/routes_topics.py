@@ -11,7 +11,7 @@ from streamkit.clients import admin
 from streamkit.console import broker, messages
 from streamkit.console.broker import kafka_errors
 from streamkit.console.errors import BadInput
-from streamkit.console.pages import done, form, form_int, render, settings
+from streamkit.console.pages import admin_pool, done, form, form_int, render, settings
 
 __all__ = ["router"]
 
@@ -37,13 +37,13 @@ def _topic_url(name: str) -> str:
 
 @router.get("/")
 async def overview(request: Request) -> Response:
-    found = await broker.overview(settings(request).bootstrap_servers)
+    found = await broker.overview(admin_pool(request))
     return render(request, "overview.html", {"overview": found})
 
 
 @router.get("/topics")
 async def topics(request: Request, q: str = "", internal: bool = False) -> Response:
-    found = await broker.overview(settings(request).bootstrap_servers)
+    found = await broker.overview(admin_pool(request))
     shown = [t for t in found.topics if (internal or not t.internal) and q.lower() in t.name.lower()]
     return render(request, "topics.html", {"topics": shown, "q": q, "internal": internal, "total": len(found.topics)})
 

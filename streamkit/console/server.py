@@ -17,7 +17,8 @@ class ConsoleServer:
     """``await start()`` binds ``host:port`` (0: a free port) and serves; ``url`` says where."""
 
     def __init__(self, settings: ConsoleSettings, host: str = "127.0.0.1", port: int = 8088) -> None:
-        self._http = HttpServer(create_app(settings), host, port, what="the console")
+        self.app = create_app(settings)
+        self._http = HttpServer(self.app, host, port, what="the console")
 
     @property
     def url(self) -> str:
@@ -28,6 +29,7 @@ class ConsoleServer:
 
     async def stop(self) -> None:
         await self._http.stop()
+        await self.app.state.admin.close()
 
 
 async def serve(settings: ConsoleSettings, host: str, port: int, announce: Callable[[str], None]) -> None:

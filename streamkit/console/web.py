@@ -21,6 +21,7 @@ from streamkit.console import (
     routes_pipeline,
     routes_topics,
 )
+from streamkit.console.broker import AdminPool
 from streamkit.console.errors import ConsoleError
 from streamkit.console.pages import render, templates
 from streamkit.console.settings import ConsoleSettings
@@ -56,6 +57,7 @@ def _error_page(request: Request, status: int, message: str, detail: dict[str, A
 def create_app(settings: ConsoleSettings) -> FastAPI:
     app = FastAPI(title="streamkit console", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.settings = settings
+    app.state.admin = AdminPool(settings.bootstrap_servers)  # closed by ConsoleServer.stop
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
     for module in (routes_topics, routes_groups, routes_connect, routes_apps, routes_pipeline):
         app.include_router(module.router)
