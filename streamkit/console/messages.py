@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -19,7 +20,9 @@ from streamkit.clients.lifecycle import start_client
 from streamkit.console.broker import kafka_errors
 from streamkit.console.errors import BadInput, NotFound
 
-__all__ = ["Browse", "Decoded", "Message", "Page", "browse", "decode", "parse_timestamp", "produce"]
+__all__ = [
+    "Browse", "Decoded", "Message", "Page", "browse", "decode", "message_json", "parse_timestamp", "produce", "tail",
+]
 
 MAX_LIMIT = 500
 _POLL_MS = 200
@@ -208,3 +211,44 @@ async def produce(bootstrap: str, topic: str, partition: int | None, key: bytes 
         finally:
             await producer.stop()
     return int(meta.partition), int(meta.offset)
+
+
+def message_json(m: Message) -> dict[str, object]:
+    return {"partition": m.partition, "offset": m.offset, "timestamp": m.timestamp,
+            "key": {"kind": m.key.kind, "text": m.key.text}, "value": {"kind": m.value.kind, "text": m.value.text},
+            "headers": [[k, {"kind": v.kind, "text": v.text}] for k, v in m.headers]}
+
+
+async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], Awaitable[bool]],
+               max_seconds: float = 600) -> AsyncIterator[Message | None]:
+    """Records written to ``topic`` from now on (those ``want`` keeps), until ``stopped()``
+    says the reader left or ``max_seconds`` passed; first None, once the consumer stands at
+    the end (what is written after that is seen). The consumer reads at the reader's pace:
+    a slow page holds back nobody else."""
+    with kafka_errors():
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500)
+        await start_client(consumer)
+    try:
+        with kafka_errors():
+            cluster = await consumer._client.fetch_all_metadata()  # see browse
+            found = cluster.partitions_for_topic(topic)
+            if not found:
+                raise NotFound(f"topic {topic} not found")
+            if want.partition is not None and want.partition not in found:
+                raise BadInput(f"topic {topic} has no partition {want.partition} (it has {len(found)})")
+            tps = [TopicPartition(topic, p) for p in ([want.partition] if want.partition is not None else sorted(found))]
+            ends = dict(await consumer.end_offsets(tps))
+            consumer.assign(tps)
+            for tp in tps:
+                consumer.seek(tp, ends[tp])
+        yield None
+        deadline = asyncio.get_running_loop().time() + max_seconds
+        while asyncio.get_running_loop().time() < deadline and not await stopped():
+            batches = await consumer.getmany(timeout_ms=1000, max_records=100)
+            for tp, records in batches.items():
+                for r in records:
+                    if _matches(r.key, r.value, want):
+                        yield Message(tp.partition, r.offset, r.timestamp, decode(r.key), decode(r.value),
+                                      [(k, decode(v)) for k, v in r.headers])
+    finally:
+        await consumer.stop()

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from streamkit.clients import admin
 from streamkit.console import broker, messages
 from streamkit.console.broker import kafka_errors
-from streamkit.console.errors import BadInput
+from streamkit.console.errors import BadInput, ConsoleError
 from streamkit.console.pages import admin_pool, done, form, form_int, render, settings
 
 __all__ = ["router"]
@@ -119,6 +121,29 @@ async def browse(request: Request, name: str) -> Response:
         next_url = f"{_topic_url(name)}/messages?" + "&".join(f"{quote(k)}={quote(v)}" for k, v in following.items())
     return render(request, "messages.html", {"topic": {"name": name, "partitions": page.partitions}, "want": want,
                                               "params": params, "page": page, "next_url": next_url})
+
+
+@router.get("/topics/{name}/tail")
+async def live_tail(request: Request, name: str) -> Response:
+    """Server-sent events: ``ready`` once the consumer stands at the end, then one message (a
+    record as JSON) per new matching record; ``error`` if the broker fails meanwhile."""
+    want = _browse_request({k: v for k, v in request.query_params.items() if k in ("partition", "key", "contains")})
+    bootstrap = settings(request).bootstrap_servers
+    found = await broker.topic(bootstrap, name)  # 404 or 400 before the stream begins
+    if want.partition is not None and want.partition >= found.partitions:
+        raise BadInput(f"topic {name} has no partition {want.partition} (it has {found.partitions})")
+
+    async def events() -> AsyncIterator[bytes]:
+        try:
+            async for message in messages.tail(bootstrap, name, want, request.is_disconnected):
+                if message is None:  # at the end: what is written from now on arrives
+                    yield b"event: ready\ndata: {}\n\n"
+                else:
+                    yield b"data: " + json.dumps(messages.message_json(message)).encode() + b"\n\n"
+        except ConsoleError as exc:  # the stream has begun: the reader gets the error as an event
+            yield b"event: error\ndata: " + json.dumps({"error": exc.message}).encode() + b"\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
 
 @router.post("/topics/{name}/produce")

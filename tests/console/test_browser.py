@@ -90,6 +90,18 @@ def test_produce_a_record_and_find_records_by_timestamp(page: Any, console: str,
     expect(rows).to_have_count(1)
     expect(rows.nth(0)).to_contain_text("typed")
 
+    # Live tail, with the same value filter: only new records that hold "browser" appear.
+    page.get_by_role("button", name="Live tail").click()
+    expect(page.locator("#tail-status")).to_contain_text("tailing")
+    producer.produce("events", key=b"live", value=b"not this one")
+    producer.produce("events", key=b"live", value=b'{"from": "browser tail"}')
+    producer.flush(10)
+    tailed = page.locator("#tail tbody tr")
+    expect(tailed).to_have_count(1)
+    expect(tailed.nth(0)).to_contain_text('"from": "browser tail"')
+    page.get_by_role("button", name="Stop tail").click()
+    expect(page.locator("#tail-status")).to_have_text("stopped")
+
 
 def test_a_groups_lag_rises_and_falls_and_its_offsets_reset(page: Any, console: str, broker: BrokerProcess) -> None:
     _create_topic(page, console, "work", 2)

@@ -237,3 +237,28 @@ def test_the_console_command_serves_until_terminated(broker: BrokerProcess, tmp_
     bad = subprocess.run([sys.executable, "-m", "streamkit", "console", "--bootstrap-servers", broker.bootstrap,
                           "--listen", "nowhere"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--listen expects HOST:PORT, got 'nowhere'" in bad.stderr
+
+
+def test_live_tail_streams_new_records_as_server_sent_events(client: httpx.Client, broker: BrokerProcess) -> None:
+    _create(client, "tailed", partitions=2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce("tailed", value=b"before", partition=0)
+    producer.flush(10)
+    with client.stream("GET", "/topics/tailed/tail?contains=keep") as stream:
+        assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+        lines = stream.iter_lines()
+        assert (next(lines), next(lines)) == ("event: ready", "data: {}")
+        # The consumer seeks to the end once the stream began: records written from now on.
+        for value in (b"skip me", b"keep {1}", b"keep 2"):
+            producer.produce("tailed", value=value, key=b"k", partition=1)
+        producer.flush(10)
+        events = []
+        for line in lines:
+            if line.startswith("data: "):
+                events.append(json.loads(line.removeprefix("data: ")))
+            if len(events) == 2:
+                break
+    assert [(e["partition"], e["value"]["text"]) for e in events] == [(1, "keep {1}"), (1, "keep 2")]
+    assert client.get("/topics/gone/tail", headers=JSON).status_code == 404
+    r = client.get("/topics/tailed/tail?partition=9", headers=JSON)
+    assert r.status_code == 400 and "has no partition 9" in r.json()["error"]
