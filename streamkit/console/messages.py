@@ -118,8 +118,11 @@ async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_00
         raise BadInput(f"offset must not be negative, not {want.offset}")
     page = Page()
     with kafka_errors():
+        # retry_backoff_ms: the first offset lookup waits for the topic's metadata, which
+        # aiokafka fetches after one backoff (100 ms by default) for a topic not yet tracked.
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                    max_partition_fetch_bytes=1 << 20, fetch_max_wait_ms=100)
+                                    max_partition_fetch_bytes=1 << 20, fetch_max_wait_ms=100,
+                                    retry_backoff_ms=10)
         await start_client(consumer)
         try:
             # Every topic's metadata (one Metadata request), so that a missing topic is known
@@ -226,7 +229,8 @@ async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], A
     the end (what is written after that is seen). The consumer reads at the reader's pace:
     a slow page holds back nobody else."""
     with kafka_errors():
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500)
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500,
+                                    retry_backoff_ms=10)  # as in browse
         await start_client(consumer)
     try:
         with kafka_errors():
