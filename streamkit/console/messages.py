@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 MAX_LIMIT = 500
+_MAX_LONG = (1 << 63) - 1  # Kafka's int64 offsets and timestamps
 _POLL_MS = 200
 _READ_TIMEOUT_S = 5.0
 
@@ -93,15 +94,19 @@ def parse_timestamp(text: str) -> int:
     """Epoch milliseconds, or an ISO 8601 date-time (UTC unless it names a zone)."""
     text = text.strip()
     if text.lstrip("-").isdigit():
-        return int(text)
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise BadInput(f"timestamp {text!r} is neither epoch milliseconds nor an ISO 8601 date-time "
-                       "(2026-01-31T12:00:00Z)") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1000)
+        ms = int(text)
+    else:
+        try:
+            when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise BadInput(f"timestamp {text!r} is neither epoch milliseconds nor an ISO 8601 date-time "
+                           "(2026-01-31T12:00:00Z)") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        ms = int(when.timestamp() * 1000)
+    if not 0 <= ms <= _MAX_LONG:
+        raise BadInput(f"timestamp {text!r} is outside 0 .. {_MAX_LONG} epoch milliseconds")
+    return ms
 
 
 def _matches(record_key: bytes | None, value: bytes | None, want: Browse) -> bool:

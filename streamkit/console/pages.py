@@ -19,6 +19,8 @@ from streamkit.console.settings import ConsoleSettings
 
 __all__ = ["admin_pool", "done", "form", "form_int", "jsonable", "render", "settings", "templates", "wants_json"]
 
+_MAX_LONG = (1 << 63) - 1
+
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 
 
@@ -89,4 +91,6 @@ def form_int(fields: dict[str, str], name: str, default: int | None = None, mini
         raise BadInput(f"{name} must be an integer, not {text!r}") from None
     if minimum is not None and value < minimum:
         raise BadInput(f"{name} must be at least {minimum}, not {value}")
+    if value > _MAX_LONG:  # nothing Kafka counts (offsets, partitions) goes beyond an int64
+        raise BadInput(f"{name} must be at most {_MAX_LONG}, not {value}")
     return value

@@ -141,6 +141,8 @@ def test_bad_browse_and_produce_input_is_a_400(client: httpx.Client) -> None:
     _create(client, "strict", partitions=2)
     for query, message in [
         ("start=timestamp&timestamp=yesterday", "neither epoch milliseconds nor an ISO 8601"),
+        ("start=timestamp&timestamp=99999999999999999999", "outside 0 .. 9223372036854775807"),
+        ("start=offset&offset=99999999999999999999", "offset must be at most 9223372036854775807"),
         ("start=offset", "needs the offset"),
         ("start=middle", "start must be beginning, end, offset or timestamp"),
         ("partition=7", "has no partition 7"),
