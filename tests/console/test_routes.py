@@ -205,7 +205,9 @@ def test_pages_render_without_connect_or_apps(client: httpx.Client) -> None:
 
 def test_static_assets_are_served_with_their_licenses(client: httpx.Client) -> None:
     for path in ("/static/vendor/htmx/htmx.min.js", "/static/vendor/chartjs/chart.umd.min.js",
-                 "/static/vendor/htmx/LICENSE", "/static/vendor/chartjs/LICENSE.md", "/static/console.css"):
+                 "/static/vendor/cytoscape/cytoscape.min.js", "/static/vendor/cytoscape/LICENSE",
+                 "/static/vendor/htmx/LICENSE", "/static/vendor/chartjs/LICENSE.md", "/static/console.css",
+                 "/static/lag_chart.js", "/static/tail.js", "/static/pipeline.js"):
         assert client.get(path).status_code == 200, path
 
 
