@@ -13,8 +13,11 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
 
 from streamkit.clients import admin
 from streamkit.clients.errors import BrokerUnreachable, ClientError
@@ -175,22 +178,60 @@ async def groups(pool: AdminPool) -> list[GroupSummary]:
     return [GroupSummary(gid, kind, *states.get(gid, ("Unknown", 0))) for gid, kind in listed]
 
 
-async def group(bootstrap: str, group_id: str) -> tuple[str, list[admin.GroupMember], list[admin.PartitionLag]]:
-    """(state, members, per-partition lag); 404 for a group the cluster does not know."""
+async def _end_offsets(bootstrap: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """A consumer for one request, not kept: a consumer keeps refreshing the metadata of the
+    topics it has looked at, and a broker with auto.create.topics.enable would re-create
+    such a topic after its deletion. retry_backoff_ms: it learns a topic's leader after one
+    backoff."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, retry_backoff_ms=10)
+    await start_client(consumer)
+    try:
+        return dict(await consumer.end_offsets(partitions))
+    finally:
+        await consumer.stop()
+
+
+def _member(fields: tuple[Any, ...]) -> admin.GroupMember:
+    """A DescribeGroups member: (member_id, [group_instance_id from v4,] client_id,
+    client_host, member_metadata, member_assignment)."""
+    member_id, *middle, _metadata, assignment = fields
+    client_id, host = middle[-2], middle[-1]
+    decoded: Any = ConsumerProtocolMemberAssignment.decode(assignment) if assignment else None
+    partitions = [TopicPartition(t, p) for t, ps in decoded.assignment for p in ps] if decoded else []
+    return admin.GroupMember(str(member_id), str(client_id), str(host), partitions)
+
+
+async def group(pool: AdminPool, group_id: str) -> tuple[str, list[admin.GroupMember], list[admin.PartitionLag]]:
+    """(state, members, per-partition lag); 404 for a group the cluster does not know. On
+    the pool's clients: no new connection, no bootstrap."""
     with kafka_errors():
-        known = {str(g[0]) for g in await admin.list_groups(bootstrap)}
-        if group_id not in known:
-            raise NotFound(f"consumer group {group_id} not found")
-        return await admin.describe_group(bootstrap, group_id, must_exist=False)
+        async with pool.admin() as client:
+            known = {str(g[0]) for g in await client.list_consumer_groups()}
+            if group_id not in known:
+                raise NotFound(f"consumer group {group_id} not found")
+            described = await client.describe_consumer_groups([group_id])
+            offsets = await client.list_consumer_group_offsets(group_id)
+        ends = await _end_offsets(pool.bootstrap, list(offsets)) if offsets else {}
+    state, members = "Dead", []
+    for response in described:
+        for error_code, _gid, group_state, _protocol_type, _protocol, group_members, *_rest in response.groups:
+            if error_code:
+                raise BadInput(f"cannot describe group {group_id}: error {error_code}")
+            state = str(group_state)
+            members = [_member(tuple(m)) for m in group_members]
+    lags = [admin.PartitionLag(tp.topic, tp.partition, meta.offset, ends.get(tp, -1))
+            for tp, meta in sorted(offsets.items(), key=lambda item: (item[0].topic, item[0].partition))]
+    return state, members, lags
 
 
-async def reset_group(bootstrap: str, group_id: str, topic_name: str, to: str,
+async def reset_group(pool: AdminPool, group_id: str, topic_name: str, to: str,
                       value: int | None) -> list[admin.OffsetReset]:
     """Move a group's committed offsets on ``topic_name``; only while it has no members
     (409 otherwise), as kafka-consumer-groups.sh --reset-offsets requires."""
     if to not in ("earliest", "latest", "offset", "timestamp"):
         raise BadInput(f"reset to must be earliest, latest, offset or timestamp, not {to!r}")
-    state, members, _lags = await group(bootstrap, group_id)
+    bootstrap = pool.bootstrap
+    state, members, _lags = await group(pool, group_id)
     if members:
         raise Conflict(f"consumer group {group_id} is {state} with {len(members)} member(s): "
                        "stop its consumers before resetting offsets")

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from streamkit.console import broker, messages
-from streamkit.console.pages import admin_pool, done, form, form_int, render, settings
+from streamkit.console.pages import admin_pool, done, form, form_int, render
 
 __all__ = ["router"]
 
@@ -24,7 +24,7 @@ async def groups(request: Request, q: str = "") -> Response:
 
 
 async def _group(request: Request, group_id: str) -> dict[str, Any]:
-    state, members, lags = await broker.group(settings(request).bootstrap_servers, group_id)
+    state, members, lags = await broker.group(admin_pool(request), group_id)
     return {"group_id": group_id, "state": state, "members": members, "lags": lags,
             "total_lag": sum(lag.lag for lag in lags), "topics": sorted({lag.topic for lag in lags})}
 
@@ -50,7 +50,6 @@ async def reset(request: Request, group_id: str) -> Response:
         value = form_int(fields, "value", minimum=0)
     elif to == "timestamp":
         value = messages.parse_timestamp(fields.get("value", "") or "")
-    rows = await broker.reset_group(settings(request).bootstrap_servers, group_id, fields.get("topic", "").strip(),
-                                    to, value)
+    rows = await broker.reset_group(admin_pool(request), group_id, fields.get("topic", "").strip(), to, value)
     moved = ", ".join(f"{r.topic}-{r.partition}: {r.current} -> {r.new}" for r in rows)
     return done(request, f"/groups/{quote(group_id, safe='')}", f"reset offsets ({moved})", rows)
