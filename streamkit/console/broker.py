@@ -94,13 +94,15 @@ class AdminPool:
 
 
 async def overview(pool: AdminPool) -> Overview:
-    """Brokers, controller and every topic with its partition health: two Metadata requests
+    """Brokers, controller and every topic with its partition health: one Metadata request
     on a client kept open."""
     bootstrap = pool.bootstrap
     with kafka_errors():
         async with pool.admin() as client:
-            cluster = await client.describe_cluster()
-            described = await client.describe_topics()  # every topic
+            # One Metadata request for the brokers, the controller and every topic: the
+            # public describe_cluster and describe_topics would fetch (and decode) it twice.
+            cluster = (await client._get_cluster_metadata(topics=None)).to_object()
+            described = cluster["topics"]
     brokers = sorted(({"id": int(b["node_id"]), "host": str(b["host"]), "port": int(b["port"]),
                        "rack": b.get("rack")} for b in cluster.get("brokers", [])), key=lambda b: b["id"])
     live = {b["id"] for b in brokers}
