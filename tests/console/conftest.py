@@ -106,7 +106,32 @@ def page(browser: Any, request: pytest.FixtureRequest, tmp_path_factory: pytest.
         context.close()
 
 
-class ConnectProcess:
+class _Child:
+    """A child process the fixtures start: SIGTERM on exit, SIGKILL if it does not stop."""
+
+    process: Any
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except Exception:
+            self.process.kill()
+            self.process.wait(10)
+
+
+def joined_consumer(bootstrap: str, group: str, topic: str) -> Any:
+    """A confluent-kafka consumer that is a member of ``group`` with partitions of ``topic``."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "session.timeout.ms": 6000})
+    consumer.subscribe([topic])
+    eventually(lambda: consumer.assignment() or (consumer.poll(0.1) and False), f"{group} to get partitions")
+    return consumer
+
+
+class ConnectProcess(_Child):
     """``streamkit connect standalone`` as a child process, its REST API on a free port."""
 
     def __init__(self, bootstrap: str, directory: Any) -> None:
@@ -145,16 +170,9 @@ class ConnectProcess:
         text = self.ready.read_text().strip() if self.ready.exists() else ""
         return text or None
 
-    def __exit__(self, *exc: object) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except Exception:
-            self.process.kill()
-            self.process.wait(10)
 
 
-class WorkerProcess:
+class WorkerProcess(_Child):
     """``streamkit worker -A MODULE --web-port 0`` as a child process; ``url`` is its web
     port, read from its log once it serves and has its partitions."""
 
@@ -195,10 +213,3 @@ class WorkerProcess:
         self.url = eventually(serving, f"worker {self.module} to serve")
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except Exception:
-            self.process.kill()
-            self.process.wait(10)

@@ -5,17 +5,16 @@ consumer group whose lag rises and falls."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 from playwright.sync_api import expect
 
 from streamkit.console import ConsoleSettings
 from streamkit.testing import BrokerProcess
-from tests.console.conftest import ConsoleThread
+from tests.console.conftest import ConsoleThread, joined_consumer
 
 pytestmark = pytest.mark.integration
 
@@ -106,12 +105,7 @@ def test_produce_a_record_and_find_records_by_timestamp(page: Any, console: str,
 def test_a_groups_lag_rises_and_falls_and_its_offsets_reset(page: Any, console: str, broker: BrokerProcess) -> None:
     _create_topic(page, console, "work", 2)
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "workers", "enable.auto.commit": False,
-                         "session.timeout.ms": 6000})
-    consumer.subscribe(["work"])
-    deadline = time.monotonic() + 30
-    while not consumer.assignment() and time.monotonic() < deadline:
-        consumer.poll(0.1)
+    consumer = joined_consumer(broker.bootstrap, "workers", "work")
     consumer.commit(offsets=[TopicPartition("work", 0, 0), TopicPartition("work", 1, 0)], asynchronous=False)
     try:
         page.goto(f"{console}/groups")

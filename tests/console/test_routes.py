@@ -8,14 +8,13 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer, TopicPartition
 
 from streamkit.testing import BrokerProcess
-from tests.console.conftest import JSON, eventually
+from tests.console.conftest import JSON, eventually, joined_consumer
 
 
 def _create(client: httpx.Client, name: str, partitions: int = 1, configs: str = "") -> None:
@@ -161,12 +160,7 @@ def test_groups_lag_members_and_reset(client: httpx.Client, broker: BrokerProces
     for i in range(10):
         producer.produce("lagging", value=b"x", partition=i % 2)
     producer.flush(10)
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "readers", "enable.auto.commit": False,
-                         "session.timeout.ms": 6000})
-    consumer.subscribe(["lagging"])
-    deadline = time.monotonic() + 30
-    while not consumer.assignment() and time.monotonic() < deadline:
-        consumer.poll(0.1)
+    consumer = joined_consumer(broker.bootstrap, "readers", "lagging")
     consumer.commit(offsets=[TopicPartition("lagging", 0, 2), TopicPartition("lagging", 1, 5)], asynchronous=False)
     try:
         listed = client.get("/groups", headers=JSON).json()["groups"]
