@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark lint clean
+.PHONY: venv demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark bench-console lint clean
 
 venv: $(STAMP)
 
@@ -23,7 +23,7 @@ test: venv
 test-fast: venv
 	$(BIN)/python -m pytest -m "not slow and not integration"
 
-bench: bench-log bench-broker bench-streams bench-connect bench-spark
+bench: bench-log bench-broker bench-streams bench-connect bench-spark bench-console
 
 bench-log: venv
 	$(BIN)/python benchmarks/log_bench.py
@@ -39,6 +39,9 @@ bench-connect: venv
 
 bench-spark: venv
 	$(BIN)/python benchmarks/spark_bench.py
+
+bench-console: venv
+	$(BIN)/python benchmarks/console_bench.py
 
 lint: venv
 	$(BIN)/ruff check .
