@@ -26,7 +26,7 @@ from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
 
 __all__ = [
     "AdminPool", "GroupSummary", "Overview", "TopicSummary", "alter_topic", "create_topic", "delete_topic",
-    "group", "groups", "kafka_errors", "overview", "reset_group", "topic",
+    "group", "groups", "kafka_errors", "overview", "records_written", "reset_group", "topic",
 ]
 
 
@@ -125,6 +125,18 @@ async def overview(pool: AdminPool) -> Overview:
     topics.sort(key=lambda s: s.name)
     return Overview(bootstrap, cluster.get("cluster_id"), int(cluster.get("controller_id", -1)), brokers,
                     topics, sorted(under), sorted(offline))
+
+
+async def records_written(pool: AdminPool) -> int:
+    """How many records the cluster's topics (internal ones left out) have had written, all
+    told: the sum of their partitions' end offsets. Its change over time is the rate in."""
+    with kafka_errors():
+        async with pool.admin() as client:
+            described = await client.describe_topics()  # every topic
+        tps = [TopicPartition(t["topic"], int(p["partition"])) for t in described
+               if not t["error_code"] and not t.get("is_internal") for p in t["partitions"]]
+        ends = await _end_offsets(pool.bootstrap, tps) if tps else {}
+    return sum(ends.values())
 
 
 async def topic(bootstrap: str, name: str) -> admin.TopicDescription:

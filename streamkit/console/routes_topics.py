@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from streamkit.clients import admin
 from streamkit.console import broker, messages
@@ -41,6 +41,16 @@ def _topic_url(name: str) -> str:
 async def overview(request: Request) -> Response:
     found = await broker.overview(admin_pool(request))
     return render(request, "overview.html", {"overview": found})
+
+
+@router.get("/throughput")
+async def throughput(request: Request) -> Response:
+    """``{"time_ms", "records"}``: records written to all topics so far; the overview's chart
+    polls it and plots the rate between two samples."""
+    import time
+
+    records = await broker.records_written(admin_pool(request))
+    return JSONResponse({"time_ms": int(time.time() * 1000), "records": records})
 
 
 @router.get("/topics")

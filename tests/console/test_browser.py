@@ -49,8 +49,15 @@ def test_start_page_names_the_broker_and_a_new_topic_gets_its_page(page: Any, co
     page.locator("#create-topic").get_by_label("Name", exact=True).fill("no spaces allowed")
     page.locator("#create-topic").get_by_role("button", name="Create").click()
     expect(page.get_by_role("alert")).to_contain_text("is not a legal topic name")
-    # The start page lists it, as a link to its page.
+    # The start page lists it, as a link to its page, and charts the records written.
     page.goto(console)
+    page.wait_for_function("Chart.getChart('throughput-chart').data.datasets[0].data.length >= 1")
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for _ in range(200):
+        producer.produce("clicks", value=b"click")
+    producer.flush(10)
+    page.wait_for_function("Chart.getChart('throughput-chart').data.datasets[0].data.some(v => v > 0)",
+                           timeout=20_000)
     page.locator("#topic-list").get_by_role("link", name="clicks").click()
     expect(page).to_have_url(f"{console}/topics/clicks")
 

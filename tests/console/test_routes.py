@@ -201,7 +201,7 @@ def test_static_assets_are_served_with_their_licenses(client: httpx.Client) -> N
     for path in ("/static/vendor/htmx/htmx.min.js", "/static/vendor/chartjs/chart.umd.min.js",
                  "/static/vendor/cytoscape/cytoscape.min.js", "/static/vendor/cytoscape/LICENSE",
                  "/static/vendor/htmx/LICENSE", "/static/vendor/chartjs/LICENSE.md", "/static/console.css",
-                 "/static/lag_chart.js", "/static/tail.js", "/static/pipeline.js"):
+                 "/static/lag_chart.js", "/static/tail.js", "/static/pipeline.js", "/static/throughput_chart.js"):
         assert client.get(path).status_code == 200, path
 
 
@@ -260,3 +260,15 @@ def test_live_tail_streams_new_records_as_server_sent_events(client: httpx.Clien
     assert client.get("/topics/gone/tail", headers=JSON).status_code == 404
     r = client.get("/topics/tailed/tail?partition=9", headers=JSON)
     assert r.status_code == 400 and "has no partition 9" in r.json()["error"]
+
+
+def test_throughput_counts_the_records_written_to_all_topics(client: httpx.Client, broker: BrokerProcess) -> None:
+    _create(client, "counted", partitions=3)
+    before = client.get("/throughput").json()
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(30):
+        producer.produce("counted", value=b"x", partition=i % 3)
+    producer.flush(10)
+    after = client.get("/throughput").json()
+    assert after["records"] - before["records"] == 30
+    assert after["time_ms"] >= before["time_ms"]
