@@ -14,9 +14,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from streamkit.console.errors import BadInput, ConsoleError, NotFound, Unavailable
 
-__all__ = ["OperatorTime", "Worker", "query_table", "read_metrics", "worker", "worker_address"]
+__all__ = ["OperatorTime", "Worker", "internal_topic", "query_table", "read_metrics", "worker", "worker_address"]
 
 _TIMEOUT_S = 5.0
+
+
+def internal_topic(app: str, topic: str) -> bool:
+    """An app's own changelog or repartition topic (``APP-...-changelog``)."""
+    return topic.startswith(f"{app}-") and topic.endswith(("-changelog", "-repartition"))
 
 
 def worker_address(url: str) -> str:
@@ -49,6 +54,17 @@ class Worker:
     late_by_operator: dict[str, int] = field(default_factory=dict)
     operators: list[OperatorTime] = field(default_factory=list)
     lag: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def inputs(self) -> list[str]:
+        """The topics it reads: those of the partitions it holds."""
+        return sorted({p.rpartition("-")[0] for p in self.partitions})
+
+    @property
+    def outputs(self) -> list[str]:
+        """The topics its app declares and does not read (its own internal ones left out)."""
+        read = set(self.inputs)
+        return sorted(t for t in self.topics if t not in read and not internal_topic(self.app or "", t))
 
 
 async def worker(url: str) -> Worker:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from streamkit.console.apps import Worker
+from streamkit.console.apps import Worker, internal_topic
 
 __all__ = ["Edge", "Node", "Pipeline", "build_pipeline"]
 
@@ -43,10 +43,6 @@ class Pipeline:
 
 def _split(value: Any) -> list[str]:
     return [t.strip() for t in str(value or "").split(",") if t.strip()]
-
-
-def _internal(app: str, topic: str) -> bool:
-    return topic.startswith(f"{app}-") and topic.endswith(("-changelog", "-repartition"))
 
 
 def build_pipeline(connectors: dict[str, Any], active_topics: dict[str, list[str]], workers: list[Worker]) -> Pipeline:
@@ -79,7 +75,7 @@ def build_pipeline(connectors: dict[str, Any], active_topics: dict[str, list[str
             out.notes.append(f"stream worker {w.address} is down: its app is not drawn ({w.error})")
             continue
         inputs, declared, members = apps.setdefault(w.app, (set(), set(), []))
-        inputs.update(p.rpartition("-")[0] for p in w.partitions)
+        inputs.update(w.inputs)
         declared.update(w.topics)
         members.append(w)
     for app, (inputs, declared, members) in sorted(apps.items()):
@@ -87,10 +83,10 @@ def build_pipeline(connectors: dict[str, Any], active_topics: dict[str, list[str
         nodes[node_id] = Node(node_id, "app", app, f"/apps/{quote(members[0].address, safe=':')}",
                               f"{len(members)} worker(s)")
         for t in sorted(inputs):
-            if not _internal(app, t):
+            if not internal_topic(app, t):
                 edges.add(Edge(topic(t), node_id))
         for t in sorted(declared - inputs):
-            if not _internal(app, t):
+            if not internal_topic(app, t):
                 edges.add(Edge(node_id, topic(t)))
     order = {"source": 0, "topic": 1, "app": 2, "sink": 3}
     out.nodes = sorted(nodes.values(), key=lambda n: (order[n.kind], n.label))

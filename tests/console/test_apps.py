@@ -72,6 +72,10 @@ def test_workers_tables_and_lookups(http: httpx.Client, worker: WorkerProcess, d
     assert "DOWN" in http.get("/apps").text
 
     base = f"/apps/{_address(worker.url)}"
+    topology = http.get(base).text.split('<p id="topology">')[1].split("</p>")[0]
+    reads, writes = topology.split("writes")
+    assert ">lines</a>" in reads and ">words</a>" in reads and "changelog" not in topology
+    assert ">word_counts</a>" in writes and ">lines</a>" not in writes
     eventually(lambda: http.get(f"{base}/tables/word_counts?key=hello", headers=JSON).json().get("rows") == [["hello", 2]],
                "hello counted twice")
     rows = dict(http.get(f"{base}/tables/word_counts", headers=JSON).json()["rows"])
@@ -142,6 +146,7 @@ def test_in_the_browser_see_the_pipeline_graph(page: Any, console: str, connect:
     page.goto(console)
     page.get_by_role("link", name="Pipeline", exact=True).click()
     expect(page.locator("#edges")).to_contain_text("counts-out")
+    page.wait_for_function("window.pipelineGraph !== undefined")  # the table is there before the script ran
     drawn = page.evaluate("window.pipelineGraph.nodes().map(n => n.id()).sort()")
     assert {"source:lines-in", "topic:lines", "app:wordcount", "topic:word_counts", "sink:counts-out"} <= set(drawn)
     assert page.evaluate("window.pipelineGraph.edges().length") == len(page.locator("#edges tbody tr").all())
