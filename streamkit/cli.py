@@ -583,7 +583,9 @@ def console_command(
     listen: str = typer.Option("127.0.0.1:8088", "--listen", metavar="HOST:PORT",
                                help="Where the console serves its pages (port 0: any free port)."),
 ) -> None:
-    """Run the web console: topics, messages, consumer groups, Connect and stream apps."""
+    """Serve the web console.
+
+    Topics, messages, consumer groups, Connect and stream apps, in a browser."""
     from streamkit.console import ConsoleSettings
     from streamkit.console.server import serve
 
