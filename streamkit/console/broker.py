@@ -20,12 +20,13 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 
 from streamkit.clients import admin
+from streamkit.clients.consumer_groups import describe_modern_groups
 from streamkit.clients.errors import BrokerUnreachable, ClientError
 from streamkit.clients.lifecycle import start_client
 from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
 
 __all__ = [
-    "AdminPool", "GroupSummary", "Overview", "TopicSummary", "alter_topic", "create_topic", "delete_topic",
+    "AdminPool", "GroupSummary", "GroupView", "Overview", "TopicSummary", "alter_topic", "create_topic", "delete_topic",
     "group", "groups", "kafka_errors", "overview", "records_written", "reset_group", "topic",
 ]
 
@@ -215,9 +216,21 @@ def _member(fields: tuple[Any, ...]) -> admin.GroupMember:
     return admin.GroupMember(str(member_id), str(client_id), str(host), partitions)
 
 
-async def group(pool: AdminPool, group_id: str) -> tuple[str, list[admin.GroupMember], list[admin.PartitionLag]]:
-    """(state, members, per-partition lag); 404 for a group the cluster does not know. On
-    the pool's clients: no new connection, no bootstrap."""
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """A consumer group as its page shows it; ``protocol`` is classic or consumer (KIP-848)."""
+
+    group_id: str
+    state: str
+    protocol: str
+    members: list[admin.GroupMember]
+    lags: list[admin.PartitionLag]
+
+
+async def group(pool: AdminPool, group_id: str) -> GroupView:
+    """A group's state, members and per-partition lag; 404 for a group the cluster does not
+    know. On the pool's admin client: no new connection, no bootstrap. A KIP-848 group's
+    state and members come from ConsumerGroupDescribe (DescribeGroups shows it empty)."""
     with kafka_errors():
         async with pool.admin() as client:
             known = {str(g[0]) for g in await client.list_consumer_groups()}
@@ -226,6 +239,7 @@ async def group(pool: AdminPool, group_id: str) -> tuple[str, list[admin.GroupMe
             described = await client.describe_consumer_groups([group_id])
             offsets = await client.list_consumer_group_offsets(group_id)
         ends = await _end_offsets(pool.bootstrap, list(offsets)) if offsets else {}
+        modern = (await describe_modern_groups(pool.bootstrap, [group_id]))[group_id]
     state, members = "Dead", []
     for response in described:
         for error_code, _gid, group_state, _protocol_type, _protocol, group_members, *_rest in response.groups:
@@ -233,9 +247,14 @@ async def group(pool: AdminPool, group_id: str) -> tuple[str, list[admin.GroupMe
                 raise BadInput(f"cannot describe group {group_id}: error {error_code}")
             state = str(group_state)
             members = [_member(tuple(m)) for m in group_members]
+    protocol = "classic"
+    if modern is not None:
+        state, protocol = modern.state, "consumer"
+        members = [admin.GroupMember(m.member_id, m.client_id, m.client_host,
+                                     [TopicPartition(t, p) for t, p in m.assignment]) for m in modern.members]
     lags = [admin.PartitionLag(tp.topic, tp.partition, meta.offset, ends.get(tp, -1))
             for tp, meta in sorted(offsets.items(), key=lambda item: (item[0].topic, item[0].partition))]
-    return state, members, lags
+    return GroupView(group_id, state, protocol, members, lags)
 
 
 async def reset_group(pool: AdminPool, group_id: str, topic_name: str, to: str,
@@ -245,9 +264,9 @@ async def reset_group(pool: AdminPool, group_id: str, topic_name: str, to: str,
     if to not in ("earliest", "latest", "offset", "timestamp"):
         raise BadInput(f"reset to must be earliest, latest, offset or timestamp, not {to!r}")
     bootstrap = pool.bootstrap
-    state, members, _lags = await group(pool, group_id)
-    if members:
-        raise Conflict(f"consumer group {group_id} is {state} with {len(members)} member(s): "
+    found = await group(pool, group_id)
+    if found.members:
+        raise Conflict(f"consumer group {group_id} is {found.state} with {len(found.members)} member(s): "
                        "stop its consumers before resetting offsets")
     await topic_exists(bootstrap, topic_name)
     with kafka_errors():

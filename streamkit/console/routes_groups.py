@@ -24,9 +24,10 @@ async def groups(request: Request, q: str = "") -> Response:
 
 
 async def _group(request: Request, group_id: str) -> dict[str, Any]:
-    state, members, lags = await broker.group(admin_pool(request), group_id)
-    return {"group_id": group_id, "state": state, "members": members, "lags": lags,
-            "total_lag": sum(lag.lag for lag in lags), "topics": sorted({lag.topic for lag in lags})}
+    found = await broker.group(admin_pool(request), group_id)
+    return {"group_id": group_id, "state": found.state, "protocol": found.protocol, "members": found.members,
+            "lags": found.lags, "total_lag": sum(lag.lag for lag in found.lags),
+            "topics": sorted({lag.topic for lag in found.lags})}
 
 
 @router.get("/groups/{group_id}")

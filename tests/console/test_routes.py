@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import httpx
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamkit.testing import BrokerProcess
 from tests.console.conftest import JSON, eventually, joined_consumer
@@ -272,3 +272,21 @@ def test_throughput_counts_the_records_written_to_all_topics(client: httpx.Clien
     after = client.get("/throughput").json()
     assert after["records"] - before["records"] == 30
     assert after["time_ms"] >= before["time_ms"]
+
+
+def test_a_kip848_group_shows_its_members_and_protocol(client: httpx.Client, broker: BrokerProcess) -> None:
+    _create(client, "modern-in", partitions=2)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "modern", "group.protocol": "consumer",
+                         "enable.auto.commit": False})
+    consumer.subscribe(["modern-in"])
+    try:
+        eventually(lambda: len(consumer.assignment()) == 2 or consumer.poll(0.1) and False, "both partitions")
+        consumer.commit(offsets=[TopicPartition("modern-in", 0, 0), TopicPartition("modern-in", 1, 0)],
+                        asynchronous=False)
+        group = client.get("/groups/modern", headers=JSON).json()
+        assert (group["protocol"], group["state"]) == ("consumer", "Stable")
+        assert [sorted(tp["partition"] for tp in m["assignment"]) for m in group["members"]] == [[0, 1]]
+        r = client.post("/groups/modern/reset", data={"topic": "modern-in", "to": "earliest"}, headers=JSON)
+        assert r.status_code == 409
+    finally:
+        consumer.close()
