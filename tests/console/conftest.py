@@ -120,6 +120,13 @@ class _Child:
             self.process.wait(10)
 
 
+def assigned(consumer: Any, count: int = 1) -> bool:
+    """Poll a confluent-kafka consumer once (the group protocol runs in its polls); whether
+    it holds ``count`` partitions or more."""
+    consumer.poll(0.1)
+    return len(consumer.assignment()) >= count
+
+
 def joined_consumer(bootstrap: str, group: str, topic: str) -> Any:
     """A confluent-kafka consumer that is a member of ``group`` with partitions of ``topic``."""
     from confluent_kafka import Consumer
@@ -127,7 +134,7 @@ def joined_consumer(bootstrap: str, group: str, topic: str) -> Any:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                          "session.timeout.ms": 6000})
     consumer.subscribe([topic])
-    eventually(lambda: consumer.assignment() or (consumer.poll(0.1) and False), f"{group} to get partitions")
+    eventually(lambda: assigned(consumer), f"{group} to get partitions")
     return consumer
 
 

@@ -14,7 +14,7 @@ import httpx
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from streamkit.testing import BrokerProcess
-from tests.console.conftest import JSON, eventually, joined_consumer
+from tests.console.conftest import JSON, assigned, eventually, joined_consumer
 
 
 def _create(client: httpx.Client, name: str, partitions: int = 1, configs: str = "") -> None:
@@ -280,7 +280,7 @@ def test_a_kip848_group_shows_its_members_and_protocol(client: httpx.Client, bro
                          "enable.auto.commit": False})
     consumer.subscribe(["modern-in"])
     try:
-        eventually(lambda: len(consumer.assignment()) == 2 or consumer.poll(0.1) and False, "both partitions")
+        eventually(lambda: assigned(consumer, 2), "both partitions")
         consumer.commit(offsets=[TopicPartition("modern-in", 0, 0), TopicPartition("modern-in", 1, 0)],
                         asynchronous=False)
         group = client.get("/groups/modern", headers=JSON).json()
