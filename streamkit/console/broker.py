@@ -23,6 +23,7 @@ from streamkit.clients import admin
 from streamkit.clients.consumer_groups import describe_modern_groups
 from streamkit.clients.errors import BrokerUnreachable, ClientError
 from streamkit.clients.lifecycle import start_client
+from streamkit.clients.share import describe_share_group
 from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
 
 __all__ = [
@@ -206,6 +207,19 @@ async def _end_offsets(bootstrap: str, partitions: list[TopicPartition]) -> dict
         await consumer.stop()
 
 
+async def _share_group(bootstrap: str, group_id: str) -> GroupView:
+    """A share group (KIP-932): its members, and per partition the share start offset and
+    the records not yet delivered and settled (shown as committed and lag)."""
+    shared = await describe_share_group(bootstrap, group_id)
+    if shared is None:
+        raise NotFound(f"share group {group_id} not found")
+    members = [admin.GroupMember(m.member_id, m.client_id, m.host, [TopicPartition(t, p) for t, p in m.assignment])
+               for m in shared.members]
+    lags = [admin.PartitionLag(lag.topic, lag.partition, lag.start_offset, lag.start_offset + lag.lag)
+            for lag in shared.lags]
+    return GroupView(group_id, shared.state, "share", members, lags)
+
+
 def _member(fields: tuple[Any, ...]) -> admin.GroupMember:
     """A DescribeGroups member: (member_id, [group_instance_id from v4,] client_id,
     client_host, member_metadata, member_assignment)."""
@@ -233,9 +247,11 @@ async def group(pool: AdminPool, group_id: str) -> GroupView:
     state and members come from ConsumerGroupDescribe (DescribeGroups shows it empty)."""
     with kafka_errors():
         async with pool.admin() as client:
-            known = {str(g[0]) for g in await client.list_consumer_groups()}
+            known = {str(g[0]): str(g[1]) for g in await client.list_consumer_groups()}
             if group_id not in known:
                 raise NotFound(f"consumer group {group_id} not found")
+            if known[group_id] == "share":
+                return await _share_group(pool.bootstrap, group_id)
             described = await client.describe_consumer_groups([group_id])
             offsets = await client.list_consumer_group_offsets(group_id)
         ends = await _end_offsets(pool.bootstrap, list(offsets)) if offsets else {}
@@ -265,6 +281,8 @@ async def reset_group(pool: AdminPool, group_id: str, topic_name: str, to: str,
         raise BadInput(f"reset to must be earliest, latest, offset or timestamp, not {to!r}")
     bootstrap = pool.bootstrap
     found = await group(pool, group_id)
+    if found.protocol == "share":
+        raise BadInput(f"{group_id} is a share group: the console resets consumer groups' offsets only")
     if found.members:
         raise Conflict(f"consumer group {group_id} is {found.state} with {len(found.members)} member(s): "
                        "stop its consumers before resetting offsets")

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -288,5 +289,32 @@ def test_a_kip848_group_shows_its_members_and_protocol(client: httpx.Client, bro
         assert [sorted(tp["partition"] for tp in m["assignment"]) for m in group["members"]] == [[0, 1]]
         r = client.post("/groups/modern/reset", data={"topic": "modern-in", "to": "earliest"}, headers=JSON)
         assert r.status_code == 409
+    finally:
+        consumer.close()
+
+
+def test_a_share_group_shows_its_members_and_start_offsets(client: httpx.Client, broker: BrokerProcess) -> None:
+    from confluent_kafka import ShareConsumer
+
+    _create(client, "shared-in")
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for _ in range(5):
+        producer.produce("shared-in", value=b"job")
+    producer.flush(10)
+    consumer = ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": "sharers"})
+    consumer.subscribe(["shared-in"])
+    try:
+        def joined() -> Any:
+            consumer.poll(0.2)
+            found = client.get("/groups/sharers", headers=JSON)
+            return found.status_code == 200 and found.json()["members"] and found.json()
+
+        group = eventually(joined, "the share consumer to join")
+        assert (group["protocol"], group["state"]) == ("share", "Stable")
+        assert [[tp["topic"] for tp in m["assignment"]] for m in group["members"]] == [["shared-in"]]
+        assert {"group_id": "sharers", "protocol_type": "share"}.items() <= next(
+            g for g in client.get("/groups", headers=JSON).json()["groups"] if g["group_id"] == "sharers").items()
+        r = client.post("/groups/sharers/reset", data={"topic": "shared-in", "to": "earliest"}, headers=JSON)
+        assert r.status_code == 400 and "is a share group" in r.json()["error"]
     finally:
         consumer.close()
