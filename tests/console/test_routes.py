@@ -286,6 +286,8 @@ def test_a_kip848_group_shows_its_members_and_protocol(client: httpx.Client, bro
                         asynchronous=False)
         group = client.get("/groups/modern", headers=JSON).json()
         assert (group["protocol"], group["state"]) == ("consumer", "Stable")
+        listed = {g["group_id"]: g for g in client.get("/groups", headers=JSON).json()["groups"]}
+        assert (listed["modern"]["state"], listed["modern"]["members"]) == ("Stable", 1)
         assert [sorted(tp["partition"] for tp in m["assignment"]) for m in group["members"]] == [[0, 1]]
         r = client.post("/groups/modern/reset", data={"topic": "modern-in", "to": "earliest"}, headers=JSON)
         assert r.status_code == 409
@@ -312,6 +314,8 @@ def test_a_share_group_shows_its_members_and_start_offsets(client: httpx.Client,
         group = eventually(joined, "the share consumer to join")
         assert (group["protocol"], group["state"]) == ("share", "Stable")
         assert [[tp["topic"] for tp in m["assignment"]] for m in group["members"]] == [["shared-in"]]
+        listed = client.get("/groups", headers=JSON)
+        assert listed.status_code == 200, listed.text
         assert {"group_id": "sharers", "protocol_type": "share"}.items() <= next(
             g for g in client.get("/groups", headers=JSON).json()["groups"] if g["group_id"] == "sharers").items()
         r = client.post("/groups/sharers/reset", data={"topic": "shared-in", "to": "earliest"}, headers=JSON)
