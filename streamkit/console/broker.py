@@ -191,7 +191,8 @@ async def groups(pool: AdminPool) -> list[GroupSummary]:
             # One group a request: aiokafka answers a request naming groups of both
             # protocols with a blank entry in place of the KIP-848 one.
             classic = [g for g, kind in listed if kind != "share"]
-            described = [r for g in classic for r in await client.describe_consumer_groups([g])]
+            answers = await asyncio.gather(*(client.describe_consumer_groups([g]) for g in classic))
+            described = [r for answer in answers for r in answer]
         shared = {g: await describe_share_group(pool.bootstrap, g) for g, kind in listed if kind == "share"}
         modern = await describe_modern_groups(pool.bootstrap, classic)
     states: dict[str, tuple[str, int]] = {}
