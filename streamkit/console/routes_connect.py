@@ -103,15 +103,19 @@ async def update(request: Request, name: str) -> Response:
         if exc.status != 400:
             raise
         found = await client.connector(name)
-        return render(request, "connector.html", {"name": name, **found, "draft": draft, "error": exc.message,
+        return render(request, "connector.html", {"name": name, **found, "topics": await client.active_topics(name),
+                                                   "draft": draft, "error": exc.message,
                                                    "problems": await _problems(client, exc, config)}, status=400)
     return done(request, f"/connect/connectors/{quote(name, safe='')}", f"updated the config of {name}")
 
 
 @router.get("/connect/connectors/{name}")
 async def connector(request: Request, name: str) -> Response:
-    found = await _client(request).connector(name)
-    return render(request, "connector.html", {"name": name, **found, "draft": None, "error": None, "problems": {}})
+    client = _client(request)
+    found = await client.connector(name)
+    topics = await client.active_topics(name)
+    return render(request, "connector.html", {"name": name, **found, "topics": topics, "draft": None,
+                                               "error": None, "problems": {}})
 
 
 @router.get("/connect/connectors/{name}/status")

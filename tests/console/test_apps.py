@@ -138,6 +138,8 @@ def test_the_pipeline_from_source_connector_through_the_app_to_sink(http: httpx.
             ("app:wordcount", "topic:word_counts"), ("topic:word_counts", "sink:counts-out")} <= edges, edges
     assert not [n for n in graph["nodes"] if "changelog" in n["id"]]
     assert any("is down" in note for note in graph["notes"])
+    source = http.get("/connect/connectors/lines-in").text
+    assert 'href="/topics/lines">lines</a>' in source.split('id="connector-topics"')[1].split("</p>")[0]
 
 
 def test_in_the_browser_see_the_pipeline_graph(page: Any, console: str, connect: ConnectProcess,

@@ -58,6 +58,8 @@ def test_connect_routes(http: httpx.Client, tmp_path: Path) -> None:
     listed = http.get("/connect", headers=JSON).json()
     assert listed["connectors"]["routes-sink"]["status"]["connector"]["state"] == "RUNNING"
     assert FILE_SINK in [p["class"] for p in listed["plugins"]]
+    page = http.get("/connect/connectors/routes-sink")
+    assert page.status_code == 200 and 'id="connector-topics"' in page.text
     fragment = http.get("/connect/connectors/routes-sink/status").text
     assert 'id="connector-state" class="state">RUNNING<' in fragment and "<html" not in fragment
 
