@@ -3,6 +3,7 @@ answer any error: a page (or JSON) with its status and one line, never a traceba
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 from pathlib import Path
@@ -36,8 +37,7 @@ def _pretty(value: Any) -> str:
 
 
 def _time(ms: int) -> str:
-    import datetime as dt
-
+    """Epoch milliseconds as UTC, to the millisecond."""
     if ms < 0:
         return "-"
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
