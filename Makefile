@@ -4,14 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark bench-console lint clean
+.PHONY: venv docs demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark bench-driver bench-console lint clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark,dask,postgres,mysql]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,dask,postgres,mysql,docs]'
 	touch $(STAMP)
 
 demo: venv  # make demo DEMO_ARGS=--keep-running: everything stays up, the web console too
@@ -23,7 +23,7 @@ test: venv
 test-fast: venv
 	$(BIN)/python -m pytest -m "not slow and not integration"
 
-bench: bench-log bench-broker bench-streams bench-connect bench-spark bench-console
+bench: bench-log bench-broker bench-streams bench-connect bench-spark bench-driver bench-console
 
 bench-log: venv
 	$(BIN)/python benchmarks/log_bench.py
@@ -37,11 +37,17 @@ bench-streams: venv
 bench-connect: venv
 	$(BIN)/python benchmarks/connect_bench.py
 
+bench-driver: venv
+	$(BIN)/python benchmarks/driver_bench.py
+
 bench-spark: venv
 	$(BIN)/python benchmarks/spark_bench.py
 
 bench-console: venv
 	$(BIN)/python benchmarks/console_bench.py
+
+docs: venv
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 
 lint: venv
 	$(BIN)/ruff check .

@@ -46,7 +46,7 @@ import itertools
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "History", "Produce", "Read", "Record", "Reordering", "Report", "UnstableRead", "full_read",
@@ -271,6 +271,27 @@ def _reorderings(produces: list[Produce], positions: Mapping[str, list[Position]
     return found
 
 
+def _watermarks(consumer: Any, partition: Any, timeout_s: float) -> tuple[int, int]:
+    """(log start, end offset) from the partition's leader. librdkafka does not retry a
+    refused query; a client does, after a leader moved (NOT_LEADER_OR_FOLLOWER), so do so
+    while the error is retriable and time remains."""
+    import time
+
+    from confluent_kafka import KafkaError, KafkaException
+
+    moved = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+             KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(partition, timeout=timeout_s)
+            return int(low), int(high)
+        except KafkaException as exc:
+            if exc.args[0].code() not in moved or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def full_read(bootstrap: str, topic: str, final: bool = True, isolation_level: str = "read_committed",
               timeout_s: float = 60) -> Read:
     """Read every partition of ``topic`` from its log start to its end offset (as when the
@@ -288,7 +309,7 @@ def full_read(bootstrap: str, topic: str, final: bool = True, isolation_level: s
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
         if metadata.error is not None:
             raise KafkaException(metadata.error)
-        ranges = {(topic, p): consumer.get_watermark_offsets(Assignment(topic, p), timeout=timeout_s)
+        ranges = {(topic, p): _watermarks(consumer, Assignment(topic, p), timeout_s)
                   for p in sorted(metadata.partitions)}
         ends = {p: end for (_, p), (start, end) in ranges.items() if end > start}
         consumer.assign([Assignment(topic, p, ranges[(topic, p)][0]) for p in ends])

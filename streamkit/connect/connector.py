@@ -67,19 +67,27 @@ class ConnectorContext(Protocol):
 
 
 class SourceTaskContext(Protocol):
+    """What the runtime offers a running source task: its committed offsets."""
+
     def offset(self, source_partition: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The last committed source offset of ``source_partition``, or None."""
 
 
 class SinkTaskContext(Protocol):
-    def assignment(self) -> frozenset[TopicPartition]: ...
+    """What the runtime offers a running sink task: its partitions, and control over
+    where they are read and when offsets are committed."""
+
+    def assignment(self) -> frozenset[TopicPartition]:
+        """The topic partitions assigned to this task now."""
 
     def offset(self, offsets: Mapping[TopicPartition, int]) -> None:
         """Rewind or skip: consume these partitions from these offsets next."""
 
-    def pause(self, *partitions: TopicPartition) -> None: ...
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching these partitions (e.g. while the destination is unavailable)."""
 
-    def resume(self, *partitions: TopicPartition) -> None: ...
+    def resume(self, *partitions: TopicPartition) -> None:
+        """Fetch these paused partitions again."""
 
     def request_commit(self) -> None:
         """Ask for a flush and offset commit soon, rather than at the next interval."""
@@ -97,9 +105,11 @@ class Connector(abc.ABC):
         self.context: ConnectorContext | None = None
 
     def initialize(self, context: ConnectorContext) -> None:
+        """Called by the runtime before ``start``, with what it offers the connector."""
         self.context = context
 
     def version(self) -> str:
+        """The connector's version, shown by the REST API (default: streamkit's)."""
         from streamkit import __version__
 
         return __version__
@@ -117,26 +127,44 @@ class Connector(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def task_class(cls) -> type[Task]: ...
+    def task_class(cls) -> type[Task]:
+        """The class of this connector's tasks."""
 
 
 class Task(abc.ABC):
+    """Common part of source and sink tasks: one unit of a connector's work, run by a
+    worker in its own thread."""
+
     @abc.abstractmethod
-    def start(self, config: Mapping[str, str]) -> None: ...
+    def start(self, config: Mapping[str, str]) -> None:
+        """Begin with one of the configs the connector's ``task_configs`` returned."""
 
     def stop(self) -> None:  # noqa: B027 - an optional hook, not abstract
         """Called once from the runtime's thread; may interrupt a blocked ``poll``/``put``."""
 
     def version(self) -> str:
+        """The task's version (default: streamkit's)."""
         from streamkit import __version__
 
         return __version__
 
 
 class SourceConnector(Connector):
+    """A connector whose tasks read an external system into topics.
+
+    Example::
+
+        class CounterSource(SourceConnector):
+            def start(self, config): self.config = config
+            def task_configs(self, max_tasks): return [{"topic": self.config.topic}]
+            @classmethod
+            def task_class(cls): return CounterTask
+    """
+
     @classmethod
     @abc.abstractmethod
-    def task_class(cls) -> type[SourceTask]: ...
+    def task_class(cls) -> type[SourceTask]:
+        """The class of this connector's tasks."""
 
     def exactly_once_support(self, config: ConnectorConfig) -> bool:
         """Whether this connector's tasks can write records and offsets in one transaction
@@ -148,16 +176,23 @@ class SourceConnector(Connector):
 
 
 class SinkConnector(Connector):
+    """A connector whose tasks write topics into an external system."""
+
     @classmethod
     @abc.abstractmethod
-    def task_class(cls) -> type[SinkTask]: ...
+    def task_class(cls) -> type[SinkTask]:
+        """The class of this connector's tasks."""
 
 
 class SourceTask(Task):
+    """Reads records from an external system: the runtime calls ``poll`` in a loop and
+    writes what it returns, with each record's source partition and offset."""
+
     def __init__(self) -> None:
         self.context: SourceTaskContext | None = None
 
     def initialize(self, context: SourceTaskContext) -> None:
+        """Called by the runtime before ``start``, with access to committed offsets."""
         self.context = context
 
     @abc.abstractmethod
@@ -172,10 +207,14 @@ class SourceTask(Task):
 
 
 class SinkTask(Task):
+    """Writes records to an external system: the runtime hands it batches through ``put``
+    and calls ``flush`` before it commits their offsets."""
+
     def __init__(self) -> None:
         self.context: SinkTaskContext | None = None
 
     def initialize(self, context: SinkTaskContext) -> None:
+        """Called by the runtime before ``start``, with its partitions and controls."""
         self.context = context
 
     def open(self, partitions: frozenset[TopicPartition]) -> None:

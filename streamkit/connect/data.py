@@ -44,6 +44,8 @@ DECIMAL = "org.apache.kafka.connect.data.Decimal"  # bytes, parameters {"scale":
 
 @dataclass(frozen=True, slots=True)
 class Field:
+    """One named field of a struct ``Schema``."""
+
     name: str
     schema: Schema
 
@@ -65,12 +67,14 @@ class Schema:
     values: Schema | None = None
 
     def field(self, name: str) -> Field | None:
+        """The struct field called ``name``, or None."""
         for f in self.fields:
             if f.name == name:
                 return f
         return None
 
     def as_optional(self) -> Schema:
+        """The same schema, accepting null."""
         return self if self.optional else replace(self, optional=True)
 
 
@@ -123,4 +127,5 @@ class SinkRecord:
     headers: tuple[Header, ...] = field(default=())
 
     def with_(self, **changes: Any) -> SinkRecord:
+        """A copy with ``changes`` (what transforms return), e.g. ``record.with_(topic="t2")``."""
         return replace(self, **changes)

@@ -26,31 +26,52 @@ __all__ = ["WorkerConfig", "load_worker_config", "read_config_file"]
 class WorkerConfig(BaseModel):
     model_config = ConfigDict(populate_by_name=True, extra="allow", frozen=True)
 
-    bootstrap_servers: str = PField("localhost:9092", alias="bootstrap.servers")
-    listeners: str | None = None
-    rest_host_name: str | None = PField(None, alias="rest.host.name")
-    rest_port: int = PField(8083, alias="rest.port", ge=0, le=65535)
-    offset_storage_file_filename: str | None = PField(None, alias="offset.storage.file.filename")
-    offset_flush_interval_ms: int = PField(60000, alias="offset.flush.interval.ms", ge=1)
-    task_shutdown_graceful_timeout_ms: int = PField(5000, alias="task.shutdown.graceful.timeout.ms", ge=0)
-    key_converter: str = PField("org.apache.kafka.connect.json.JsonConverter", alias="key.converter")
-    value_converter: str = PField("org.apache.kafka.connect.json.JsonConverter", alias="value.converter")
-    plugin_path: str | None = PField(None, alias="plugin.path")
-    group_id: str | None = PField(None, alias="group.id")
-    config_storage_topic: str | None = PField(None, alias="config.storage.topic")
-    offset_storage_topic: str | None = PField(None, alias="offset.storage.topic")
-    status_storage_topic: str | None = PField(None, alias="status.storage.topic")
-    config_storage_replication_factor: int = PField(1, alias="config.storage.replication.factor")
-    offset_storage_replication_factor: int = PField(1, alias="offset.storage.replication.factor")
-    status_storage_replication_factor: int = PField(1, alias="status.storage.replication.factor")
-    offset_storage_partitions: int = PField(25, alias="offset.storage.partitions", ge=1)
-    status_storage_partitions: int = PField(5, alias="status.storage.partitions", ge=1)
-    session_timeout_ms: int = PField(10000, alias="session.timeout.ms", ge=1)
-    heartbeat_interval_ms: int = PField(3000, alias="heartbeat.interval.ms", ge=1)
+    bootstrap_servers: str = PField("localhost:9092", alias="bootstrap.servers",
+        description='The brokers the worker connects to.')
+    listeners: str | None = PField(None, description="The REST API's listeners (http://host:port; the first one is served); wins over rest.host.name/rest.port.")
+    rest_host_name: str | None = PField(None, alias="rest.host.name",
+        description="The REST API's host (default: every interface).")
+    rest_port: int = PField(8083, alias="rest.port", ge=0, le=65535,
+        description="The REST API's port.")
+    offset_storage_file_filename: str | None = PField(None, alias="offset.storage.file.filename",
+        description='Standalone mode: the file source offsets are kept in.')
+    offset_flush_interval_ms: int = PField(60000, alias="offset.flush.interval.ms", ge=1,
+        description='How often source offsets are committed.')
+    task_shutdown_graceful_timeout_ms: int = PField(5000, alias="task.shutdown.graceful.timeout.ms", ge=0,
+        description='How long tasks get to stop before they are abandoned.')
+    key_converter: str = PField("org.apache.kafka.connect.json.JsonConverter", alias="key.converter",
+        description="The converter of record keys (Kafka Connect's class names).")
+    value_converter: str = PField("org.apache.kafka.connect.json.JsonConverter", alias="value.converter",
+        description="The converter of record values (Kafka Connect's class names).")
+    plugin_path: str | None = PField(None, alias="plugin.path",
+        description='Directories searched for third-party connector modules.')
+    group_id: str | None = PField(None, alias="group.id",
+        description="Distributed mode: the Connect cluster's group (workers with the same group.id share connectors).")
+    config_storage_topic: str | None = PField(None, alias="config.storage.topic",
+        description='Distributed mode: the compacted topic connector configs are kept in.')
+    offset_storage_topic: str | None = PField(None, alias="offset.storage.topic",
+        description='Distributed mode: the compacted topic source offsets are kept in.')
+    status_storage_topic: str | None = PField(None, alias="status.storage.topic",
+        description='Distributed mode: the compacted topic connector and task statuses are kept in.')
+    config_storage_replication_factor: int = PField(1, alias="config.storage.replication.factor",
+        description='Replication factor of config.storage.topic.')
+    offset_storage_replication_factor: int = PField(1, alias="offset.storage.replication.factor",
+        description='Replication factor of offset.storage.topic.')
+    status_storage_replication_factor: int = PField(1, alias="status.storage.replication.factor",
+        description='Replication factor of status.storage.topic.')
+    offset_storage_partitions: int = PField(25, alias="offset.storage.partitions", ge=1,
+        description='Partitions of offset.storage.topic.')
+    status_storage_partitions: int = PField(5, alias="status.storage.partitions", ge=1,
+        description='Partitions of status.storage.topic.')
+    session_timeout_ms: int = PField(10000, alias="session.timeout.ms", ge=1,
+        description="Distributed mode: the worker group's session timeout.")
+    heartbeat_interval_ms: int = PField(3000, alias="heartbeat.interval.ms", ge=1,
+        description='Distributed mode: how often a worker heartbeats.')
     # KIP-618: "enabled" has source tasks write records and offsets in one transaction
     # (distributed mode only); "preparing" is the rolling-upgrade step, at-least-once still.
     exactly_once_source_support: Literal["disabled", "preparing", "enabled"] = PField(
-        "disabled", alias="exactly.once.source.support")
+        "disabled", alias="exactly.once.source.support",
+        description='KIP-618: enabled makes source tasks write records and offsets in one transaction (distributed mode); preparing is the rolling-upgrade step.')
 
     def rest_address(self) -> tuple[str, int]:
         """Where the REST API listens: ``listeners`` (first one) wins over rest.host.name/rest.port."""

@@ -25,6 +25,7 @@ class LocalSession(SparkSession):
     gateway JVM: ``SparkSession.stop()`` alone leaves it running until Python exits."""
 
     def stop(self) -> None:
+        """Stop the session, then its gateway JVM."""
         super().stop()
         stop_jvm()
 

@@ -132,22 +132,30 @@ class StreamkitDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name: ``spark.read.format("streamkit")``."""
         return "streamkit"
 
     def schema(self) -> StructType:
+        """Kafka's record columns (key, value, topic, partition, offset, timestamp, ...), with
+        headers when ``includeHeaders`` is true and typed value columns from ``valueSchema``."""
         include = str(self.options.get("includeheaders", "false")).lower() == "true"
         return record_schema(include, _value_schema(self.options.get("valueschema")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """A batch read between ``startingOffsets`` and ``endingOffsets``."""
         return _BatchReader(read_options(dict(self.options)))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """A micro-batch stream, its offsets kept in the query's checkpoint."""
         return _StreamReader(read_options(dict(self.options), streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """Write a DataFrame's rows (a ``value`` column, optionally key, headers, topic,
+        partition) as records."""
         return _BatchWriter(_write_options(dict(self.options), schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """Write each micro-batch's rows as records."""
         return _StreamWriter(_write_options(dict(self.options), schema))
 
 

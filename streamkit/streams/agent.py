@@ -103,10 +103,12 @@ class AgentStream:
         return self
 
     def filter(self, predicate: Callable[[Any], bool]) -> AgentStream:
+        """Only the values for which ``predicate(value)`` is true reach the ``async for``."""
         self._transforms.append(("filter", predicate))
         return self
 
     def map(self, fn: Callable[[Any], Any]) -> AgentStream:
+        """The ``async for`` gets ``fn(value)`` instead of each value."""
         self._transforms.append(("map", fn))
         return self
 
@@ -236,6 +238,8 @@ class Agent:
         return f"Agent({self.name!r} on {self.topic.name!r})"
 
     def new_streams(self) -> list[AgentStream]:
+        """One stream per concurrent instance of the agent (``concurrency``), made anew when
+        the worker (re)starts the agent."""
         self.streams = [AgentStream(self, self.topic, i) for i in range(self.concurrency)]
         return self.streams
 
@@ -254,4 +258,5 @@ class Agent:
         self.topic.send_soon(value, key=key, headers=headers, timestamp=timestamp)
 
     async def __call__(self, stream: AgentStream) -> None:
+        """Run the agent's function over ``stream``."""
         await self.fn(stream)

@@ -35,7 +35,8 @@ TimerFn = Callable[[], Awaitable[None]]
 
 
 class AppNotRunning(RuntimeError):
-    pass
+    """Something that needs a running worker (an agent's ``send``, a table read) was
+    asked of an app that has not been started."""
 
 
 def _broker_address(broker: str | None) -> str | None:
@@ -58,6 +59,25 @@ def _interval_ms(interval: float | timedelta) -> int:
 
 
 class App:
+    """A stream-processing app: its topics, agents, tables, timers and DSL pipelines, run
+    by ``streamkit worker`` (or ``await app.start()``).
+
+    ``id`` is Kafka Streams' ``application.id``: the consumer group and the prefix of the
+    internal topics. ``broker`` is ``host:port`` (several separated by commas); without one,
+    the worker starts an embedded broker. ``config`` takes the app settings under their
+    Kafka names.
+
+    Example::
+
+        app = streamkit.App("pageviews", config={"commit.interval.ms": 500})
+        views = app.topic("page_views", value_type=PageView)
+
+        @app.agent(views)
+        async def count(stream):
+            async for view in stream:
+                ...
+    """
+
     def __init__(self, id: str, *, broker: str | None = None, data_dir: str | Path | None = None,
                  processing_guarantee: str = "at_least_once", config: dict[str, Any] | None = None) -> None:
         values: dict[str, Any] = {"application.id": id, "processing.guarantee": processing_guarantee}
@@ -104,6 +124,7 @@ class App:
 
     @property
     def state_dir(self) -> Path:
+        """Where the app's local stores live (``state.dir``, default ``{data_dir}/state``)."""
         return self.settings.state_dir or self.data_dir / "state"
 
     # -- declarations --------------------------------------------------------------------
@@ -135,6 +156,8 @@ class App:
     def internal_topic(self, suffix: str, *, key_type: Any = None, value_type: Any = None,
                        key_codec: Codec | None = None, value_codec: Codec | None = None,
                        config: dict[str, str] | None = None) -> Topic:
+        """A topic the app owns, named ``{application.id}-{suffix}`` (created at start with
+        the app's ``num.partitions``)."""
         name = self.settings.internal_topic(suffix)
         existing = self.topics.get(name)
         if existing is not None:
@@ -212,6 +235,7 @@ class App:
     # -- running -------------------------------------------------------------------------
 
     def require_runtime(self) -> Runtime:
+        """The running worker of this app; ``AppNotRunning`` if there is none."""
         if self.runtime is None:
             raise AppNotRunning(f"app {self.id!r} is not running: start it with `streamkit worker` or `await app.start()`")
         return self.runtime
@@ -225,5 +249,6 @@ class App:
         return runtime
 
     async def stop(self) -> None:
+        """Stop the worker ``start`` started: commit, close tasks, leave the group."""
         if self.runtime is not None:
             await self.runtime.stop()

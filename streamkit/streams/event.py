@@ -30,6 +30,7 @@ class Event:
     raw_key: bytes | None = None
 
     def header(self, name: str) -> bytes | None:
+        """The value of the first header called ``name``, or None."""
         for key, value in self.headers:
             if key == name:
                 return value

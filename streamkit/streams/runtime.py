@@ -56,6 +56,7 @@ from streamkit.clients.errors import BrokerUnreachable
 from streamkit.clients.lifecycle import reporting_unreachable, unreachable
 from streamkit.streams.agent import SKIPPED, Agent, AgentStream
 from streamkit.streams.assignor import StreamsAssignor
+from streamkit.streams.changelog import ChangelogReader
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.codecs import CodecError
 from streamkit.streams.collector import (
@@ -899,6 +900,13 @@ class Runtime:
     def produce_raw(self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None) -> None:
         """Produce already-encoded bytes (global tables write their changelog this way)."""
         self._produce(topic, key, value, partition=partition)
+
+    def changelog_reader(self, topic: str, partition: int, *, client_id: str, chunk_records: int,
+                         read_committed: bool) -> ChangelogReader:
+        """A reader of one changelog partition (table restores); the test driver's reads memory."""
+        assert self.bootstrap is not None
+        return ChangelogReader(self.bootstrap, topic, partition, client_id=client_id, chunk_records=chunk_records,
+                               read_committed=read_committed)
 
     async def send(self, topic: Topic, key: Any, value: Any, *, headers: Any = None, timestamp: int | None = None,
                    partition: int | None = None) -> tuple[int, int]:

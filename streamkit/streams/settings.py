@@ -57,41 +57,69 @@ class SettingsError(ValueError):
 
 
 class AppSettings(BaseModel):
+    """An app's settings, validated, under Kafka Streams' and the Kafka clients' names
+    (see the module docstring; ``App(config=...)`` builds one)."""
+
     model_config = ConfigDict(populate_by_name=True, extra="forbid", frozen=True)
 
-    application_id: str = Field(alias="application.id", min_length=1, pattern=r"^[a-zA-Z0-9._-]+$")
-    bootstrap_servers: str | None = Field(default=None, alias="bootstrap.servers")
+    application_id: str = Field(alias="application.id", min_length=1, pattern=r"^[a-zA-Z0-9._-]+$",
+        description="The app's id: its consumer group, the prefix of its internal topics and its state directory.")
+    bootstrap_servers: str | None = Field(default=None, alias="bootstrap.servers",
+        description="host:port of the brokers (several separated by commas); default: the App's broker argument.")
     processing_guarantee: Literal["at_least_once", "exactly_once", "exactly_once_v2"] = Field(
-        default="at_least_once", alias="processing.guarantee")
-    state_dir: Path | None = Field(default=None, alias="state.dir")
-    commit_interval_ms: int = Field(default=1000, alias="commit.interval.ms", ge=1)
-    num_standby_replicas: int = Field(default=0, alias="num.standby.replicas", ge=0)
-    session_timeout_ms: int = Field(default=10000, alias="session.timeout.ms", ge=1)
-    heartbeat_interval_ms: int = Field(default=3000, alias="heartbeat.interval.ms", ge=1)
-    max_poll_interval_ms: int = Field(default=300000, alias="max.poll.interval.ms", ge=1)
-    max_poll_records: int = Field(default=10000, alias="max.poll.records", ge=1)
-    auto_offset_reset: Literal["earliest", "latest"] = Field(default="earliest", alias="auto.offset.reset")
+        default="at_least_once", alias="processing.guarantee",
+        description='at_least_once, or exactly_once (= exactly_once_v2): transactions cover outputs, changelogs and offsets.')
+    state_dir: Path | None = Field(default=None, alias="state.dir",
+        description='Where local stores live (default {data_dir}/state).')
+    commit_interval_ms: int = Field(default=1000, alias="commit.interval.ms", ge=1,
+        description='How often state, changelogs and offsets are committed (100 under exactly-once unless set).')
+    num_standby_replicas: int = Field(default=0, alias="num.standby.replicas", ge=0,
+        description='Keep each table partition warm on up to N other workers, which follow its changelog.')
+    session_timeout_ms: int = Field(default=10000, alias="session.timeout.ms", ge=1,
+        description="The consumer group's session timeout.")
+    heartbeat_interval_ms: int = Field(default=3000, alias="heartbeat.interval.ms", ge=1,
+        description='How often the worker heartbeats to the group coordinator.')
+    max_poll_interval_ms: int = Field(default=300000, alias="max.poll.interval.ms", ge=1,
+        description='The longest time between two polls before the group removes the worker.')
+    max_poll_records: int = Field(default=10000, alias="max.poll.records", ge=1,
+        description='Records per fetched batch.')
+    auto_offset_reset: Literal["earliest", "latest"] = Field(default="earliest", alias="auto.offset.reset",
+        description='Where a new app starts reading: earliest or latest.')
     isolation_level: Literal["read_uncommitted", "read_committed"] = Field(
-        default="read_uncommitted", alias="isolation.level")
-    num_partitions: int = Field(default=4, alias="num.partitions", ge=1)
-    replication_factor: int = Field(default=1, alias="replication.factor", ge=1)
+        default="read_uncommitted", alias="isolation.level",
+        description='read_uncommitted (processes records of open and aborted transactions, as Kafka Streams under at-least-once) or read_committed; exactly-once always reads read_committed.')
+    num_partitions: int = Field(default=4, alias="num.partitions", ge=1,
+        description='Partitions of the topics and tables the app creates.')
+    replication_factor: int = Field(default=1, alias="replication.factor", ge=1,
+        description='Replication factor of the topics the app creates.')
     deserialization_error: Literal["fail", "skip", "dead_letter"] = Field(
-        default="dead_letter", alias="deserialization.exception.handler")
+        default="dead_letter", alias="deserialization.exception.handler",
+        description="dead_letter (copy a bad record to the dead-letter topic, log, go on), skip (log and drop) or fail (stop); Kafka Streams' handler class names are accepted.")
     dead_letter_topic: str | None = Field(
         default=None, alias="errors.deadletterqueue.topic.name",
         validation_alias=AliasChoices("errors.deadletterqueue.topic.name", "errors.dead.letter.queue.topic.name",
-                                      "dead_letter_topic"))
-    late_records_topic: str | None = Field(default=None, alias="late.records.topic.name")
-    window_idle_close_ms: int = Field(default=0, alias="window.idle.close.ms", ge=0)
-    max_task_idle_ms: int = Field(default=0, alias="max.task.idle.ms", ge=-1)
-    repartition_purge_interval_ms: int = Field(default=30000, alias="repartition.purge.interval.ms", ge=0)
-    cache_max_bytes_buffering: int = Field(default=10 * 1024 * 1024, alias="statestore.cache.max.bytes", ge=0)
-    producer_linger_ms: int = Field(default=5, alias="linger.ms", ge=0)
-    producer_acks: Literal["0", "1", "all", "-1"] = Field(default="all", alias="acks")
-    web_port: int | None = Field(default=None, alias="web.port")
+                                      "dead_letter_topic"),
+        description='Where dead_letter sends bad records (default {application.id}-dead-letter); errors.dead.letter.queue.topic.name is accepted too.')
+    late_records_topic: str | None = Field(default=None, alias="late.records.topic.name",
+        description='Where records dropped as late go, besides the metric (created at start).')
+    window_idle_close_ms: int = Field(default=0, alias="window.idle.close.ms", ge=0,
+        description="Leave inputs silent this long (wall clock) out of stream time's minimum; when all are, stream time follows the wall clock (0: off).")
+    max_task_idle_ms: int = Field(default=0, alias="max.task.idle.ms", ge=-1,
+        description='Pause DSL input partitions that run ahead of the slowest one with records left, for at most this long (0: off).')
+    repartition_purge_interval_ms: int = Field(default=30000, alias="repartition.purge.interval.ms", ge=0,
+        description='Delete from repartition topics what the worker has committed, at most this often.')
+    cache_max_bytes_buffering: int = Field(default=10 * 1024 * 1024, alias="statestore.cache.max.bytes", ge=0,
+        description="Commit early when the tables' write caches hold more bytes than this (0: after every batch that changed a table).")
+    producer_linger_ms: int = Field(default=5, alias="linger.ms", ge=0,
+        description="The app's producer's linger.ms.")
+    producer_acks: Literal["0", "1", "all", "-1"] = Field(default="all", alias="acks",
+        description="The app's producer's acks.")
+    web_port: int | None = Field(default=None, alias="web.port",
+        description="The worker's HTTP port (interactive queries, /metrics); default: none.")
     # No Kafka client has this one (their clients retry forever): how long a worker retries
     # an unreachable broker at start before it gives up with a one-line error.
-    bootstrap_timeout_ms: int = Field(default=60000, alias="bootstrap.timeout.ms", ge=0)
+    bootstrap_timeout_ms: int = Field(default=60000, alias="bootstrap.timeout.ms", ge=0,
+        description='How long a worker retries an unreachable broker at start before ending with a one-line error.')
 
     @model_validator(mode="after")
     def _exactly_once_commit_interval(self) -> AppSettings:
@@ -147,6 +175,7 @@ class AppSettings(BaseModel):
 
     @property
     def exactly_once(self) -> bool:
+        """Whether ``processing.guarantee`` is exactly-once (either spelling)."""
         return self.processing_guarantee != "at_least_once"
 
     @property

@@ -74,6 +74,9 @@ if TYPE_CHECKING:
         def produce_raw(self, topic: str, key: bytes | None, value: bytes | None,
                         partition: int | None = None) -> None: ...
 
+        def changelog_reader(self, topic: str, partition: int, *, client_id: str, chunk_records: int,
+                             read_committed: bool) -> ChangelogReader: ...
+
 
 class App(Protocol):
     """What a table needs of its app: names, where its state lives, its changelog topic."""
@@ -322,9 +325,8 @@ class Table:
         part = self._store.partition(partition)
         progress = RestoreProgress()
         runtime.metrics.restore[(self.name, partition)] = progress
-        reader = ChangelogReader(runtime.bootstrap, self.changelog.name, partition,
-                                 client_id=f"{self.app.id}-restore", chunk_records=_RESTORE_BATCH,
-                                 read_committed=runtime.settings.exactly_once)
+        reader = runtime.changelog_reader(self.changelog.name, partition, client_id=f"{self.app.id}-restore",
+                                          chunk_records=_RESTORE_BATCH, read_committed=runtime.settings.exactly_once)
         reader.on_headers = self._check_changelog_fingerprint(partition)
         started = time.monotonic()
         shown: ProgressTask | None = None

@@ -77,12 +77,14 @@ class Topic:
         return f"Topic({self.name!r})"
 
     def encode(self, key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
+        """``(key, value)`` as bytes with the topic's codecs (None stays None)."""
         return (
             None if key is None else self.key_codec.dumps(key),
             None if value is None else self.value_codec.dumps(value),
         )
 
     def decode(self, key: bytes | None, value: bytes | None) -> tuple[Any, Any]:
+        """``(key, value)`` from bytes with the topic's codecs (None stays None)."""
         return (
             None if key is None else self.key_codec.loads(key),
             None if value is None else self.value_codec.loads(value),

@@ -196,6 +196,7 @@ class WebServer:
         return api
 
     async def index(self) -> Response:
+        """The app's id, these endpoints, and its tables (queryable or not, and their kind)."""
         rt = self.runtime
         tables = {name: {"queryable": t.queryable, "kind": t.definition()}
                   for name, t in sorted(rt.app.tables.items())}
@@ -204,12 +205,14 @@ class WebServer:
                            "topics": sorted(rt.app.topics)})
 
     async def health(self) -> Response:
+        """`{"status": "ok"}` with the partitions and standby tasks this worker has."""
         rt = self.runtime
         return _json(200, {"status": "ok", "app": rt.app.id,
                            "partitions": sorted(f"{t}-{p}" for t, p in rt.assigned),
                            "standby_tasks": sorted(rt.tasks.standby_tasks())})
 
     async def metrics(self) -> Response:
+        """Prometheus text: lag, records/s, late records, stream time, commits, restores."""
         rt = self.runtime
         text = rt.metrics.render(rt.app.id, rt.lag, rt.tasks.standby_lag, rt.stream_times)
         return Response(text, 200, media_type="text/plain; version=0.0.4")
@@ -224,6 +227,7 @@ class WebServer:
         return table
 
     async def table(self, name: str, request: Request) -> Response:
+        """This worker's part of table `name` (the partitions it owns), at most `?limit=N` entries (1000)."""
         try:
             table = self._queryable(name)
         except _Answer as answer:
@@ -234,6 +238,7 @@ class WebServer:
         return _json(200, table.snapshot(int(text)))
 
     async def table_key(self, name: str, key: str, request: Request) -> Response:
+        """One key of table `name`, from whichever worker owns it; a windowed table's windows."""
         try:
             table = self._queryable(name)
         except _Answer as answer:

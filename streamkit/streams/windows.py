@@ -126,10 +126,12 @@ class Window:
             raise ValueError(f"window end must be after its start, got [{self.start}, {self.end})")
 
     def contains(self, timestamp: int) -> bool:
+        """Whether ``timestamp`` (ms) falls in ``[start, end)``."""
         return self.start <= timestamp < self.end
 
     @property
     def size(self) -> int:
+        """The window's length in milliseconds."""
         return self.end - self.start
 
 
@@ -240,10 +242,12 @@ class TumblingWindows:
 
     @property
     def advance_ms(self) -> int:
+        """How far consecutive windows start apart: the size, for tumbling windows."""
         # A tumbling window is a hopping window that advances by its own size.
         return self.size_ms
 
     def with_grace(self, grace: int | timedelta) -> TumblingWindows:
+        """The same windows with another grace period (ms or a timedelta)."""
         return dataclasses.replace(self, grace_ms=_grace(grace))
 
 
@@ -268,6 +272,7 @@ class HoppingWindows:
             )
 
     def with_grace(self, grace: int | timedelta) -> HoppingWindows:
+        """The same windows with another grace period (ms or a timedelta)."""
         return dataclasses.replace(self, grace_ms=_grace(grace))
 
 
@@ -285,6 +290,7 @@ class SlidingWindows:
         _check_non_negative(self.grace_ms, "grace period")
 
     def with_grace(self, grace: int | timedelta) -> SlidingWindows:
+        """The same windows with another grace period (ms or a timedelta)."""
         return dataclasses.replace(self, grace_ms=_grace(grace))
 
 
@@ -301,6 +307,7 @@ class SessionWindows:
         _check_non_negative(self.grace_ms, "grace period")
 
     def with_grace(self, grace: int | timedelta) -> SessionWindows:
+        """The same windows with another grace period (ms or a timedelta)."""
         return dataclasses.replace(self, grace_ms=_grace(grace))
 
 
@@ -328,6 +335,8 @@ def tumbling(
 def hopping(
     size: int | timedelta, advance: int | timedelta, *, grace: int | timedelta | None = None
 ) -> HoppingWindows:
+    """Windows of ``size`` starting every ``advance`` (ms or timedelta), each record in
+    ``size / advance`` of them: ``hopping(timedelta(minutes=5), timedelta(minutes=1))``."""
     return HoppingWindows(
         size_ms=_size(size, "hopping window size"),
         advance_ms=_size(advance, "hopping window advance"),
@@ -336,12 +345,16 @@ def hopping(
 
 
 def sliding(size: int | timedelta, *, grace: int | timedelta | None = None) -> SlidingWindows:
+    """Kafka Streams' sliding windows: records at most ``size`` apart share a window
+    (``sliding(timedelta(seconds=30))``)."""
     what = "sliding window size (time difference)"
     size_ms = _duration(size, ms=0, seconds=0, minutes=0, hours=0, days=0, what=what)
     return SlidingWindows(size_ms=size_ms, grace_ms=_grace(grace))
 
 
 def session(gap: int | timedelta, *, grace: int | timedelta | None = None) -> SessionWindows:
+    """Session windows: a key's records at most ``gap`` apart share a session, which ends
+    after ``gap`` without records (``session(timedelta(minutes=30))``)."""
     return SessionWindows(gap_ms=_size(gap, "session inactivity gap"), grace_ms=_grace(grace))
 
 

@@ -4,6 +4,8 @@ expired."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from streamkit.testing import ZooKeeperServer
@@ -42,10 +44,18 @@ def test_a_leader_paused_past_its_session_stops_leading_until_confirmed(cluster:
         cluster.resume(leader)
     eventually(lambda: "registered again after its ZooKeeper session expired" in cluster.log_tail(leader, 400),
                "the paused broker to register again")
-    eventually(lambda: len(isr(cluster.bootstrap, topic)) == 3, "the old leader back in the ISR as a follower")
+    # Asked of the old leader itself once it knows its session expired: it must not serve
+    # its pre-pause picture (itself leading) before it has read the partition's state
+    # again, or clients send it requests it refuses (NOT_LEADER_OR_FOLLOWER).
+    seen, deadline = [leader_of(cluster[leader].bootstrap, topic)], time.monotonic() + 60
+    while seen[-1] not in others and time.monotonic() < deadline:
+        assert seen[-1] != leader, f"the resumed broker still names itself leader: {seen}"
+        seen.append(leader_of(cluster[leader].bootstrap, topic))
+    eventually(lambda: leader_of(cluster[leader].bootstrap, topic) in others
+               and len(isr(cluster[leader].bootstrap, topic)) == 3, "the old leader back in the ISR as a follower")
     load.wait_acked(acked + 100)
     load.stop()
-    history.add_read(full_read(cluster.bootstrap, topic, final=True))
+    history.add_read(full_read(cluster[leader].bootstrap, topic, final=True))
     report = history.check()
     assert report.ok, str(report)
 

@@ -1,4 +1,4 @@
-"""The README documents the connectors' settings and configs as the code has them."""
+"""The Connect guide documents the connectors' settings and configs as the code has them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from streamkit.connect.jdbc.config import JdbcSinkConfig, JdbcSourceConfig
 from streamkit.connect.settings_doc import rewrite, settings_table
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+GUIDE = ROOT / "docs" / "tutorials" / "connect.md"
 
 
 class _Example(BaseModel):
@@ -34,17 +34,17 @@ def test_a_settings_table_lists_each_key_with_its_default_and_description() -> N
         "| `flag.enable` | `false` |  |\n")
 
 
-def test_the_readme_tables_are_generated_from_the_jdbc_config_models() -> None:
-    text = README.read_text()
+def test_the_guide_tables_are_generated_from_the_jdbc_config_models() -> None:
+    text = GUIDE.read_text()
     for model in (JdbcSourceConfig, JdbcSinkConfig):
         assert f"<!-- settings: {model.__module__}.{model.__name__} -->\n" in text
-    assert rewrite(text) == text, "run: python -m streamkit.connect.settings_doc README.md"
+    assert rewrite(text) == text, "run: python -m streamkit.connect.settings_doc docs/tutorials/connect.md"
     for key in ("`connection.attempts`", "`connection.backoff.ms`", "`key.mode`", "`pk.mode`"):
         assert key in text
     assert "`tables`" not in text  # internal: set by the connector in its task configs
 
 
-def test_every_shipped_config_is_linked_from_the_readme() -> None:
-    linked = set(re.findall(r"\]\((connectors/[^)]+)\)", README.read_text()))
+def test_every_shipped_config_is_linked_from_the_guide() -> None:
+    linked = set(re.findall(r"\]\(\.\./(connectors/[^)]+)\)", GUIDE.read_text()))
     shipped = {f"connectors/{p.name}" for p in (ROOT / "connectors").iterdir()}
     assert shipped <= linked, sorted(shipped - linked)

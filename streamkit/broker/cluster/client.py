@@ -78,13 +78,13 @@ class PeerClient:
             await writer.drain()
         except (ConnectionError, OSError) as exc:
             self._pending.pop(correlation_id, None)
-            self._broken(exc)
+            self._broken(exc, writer)
             raise BrokerUnavailable(f"broker {self.address}: {exc}") from exc
         try:
             return await asyncio.wait_for(future, timeout_ms / 1000)
         except TimeoutError:
             self._pending.pop(correlation_id, None)
-            self._broken(TimeoutError(f"no answer within {timeout_ms} ms"))
+            self._broken(TimeoutError(f"no answer within {timeout_ms} ms"), writer)
             raise BrokerUnavailable(f"broker {self.address} did not answer within {timeout_ms} ms") from None
 
     async def _connected(self) -> asyncio.StreamWriter:
@@ -97,10 +97,10 @@ class PeerClient:
             except (OSError, TimeoutError) as exc:
                 raise BrokerUnavailable(f"cannot reach broker {self.address} ({exc or type(exc).__name__})") from exc
             self._writer = writer
-            self._reader_task = asyncio.create_task(self._read(reader), name=f"peer-{self.address}")
+            self._reader_task = asyncio.create_task(self._read(reader, writer), name=f"peer-{self.address}")
             return writer
 
-    async def _read(self, reader: asyncio.StreamReader) -> None:
+    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 size = _LENGTH.unpack(await reader.readexactly(4))[0]
@@ -124,12 +124,16 @@ class PeerClient:
         except asyncio.CancelledError:
             raise
         except (ConnectionError, OSError, asyncio.IncompleteReadError) as exc:
-            self._broken(exc)
+            self._broken(exc, writer)
 
-    def _broken(self, exc: BaseException) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
+    def _broken(self, exc: BaseException, writer: asyncio.StreamWriter | None) -> None:
+        """Close ``writer``'s connection and fail what is in flight on it. A connection
+        that is already gone does nothing: its reader sees the end of its stream after a
+        new connection may have been made, whose requests must not fail with it."""
+        if writer is None or writer is not self._writer:
+            return
+        self._writer = None
+        writer.close()
         pending, self._pending = self._pending, {}
         for future, _t, _v in pending.values():
             if not future.done():
@@ -138,11 +142,11 @@ class PeerClient:
     def abort(self, reason: str) -> None:
         """Drop the connection now, failing the requests in flight with BrokerUnavailable
         (a long-polling fetch that should start over)."""
-        self._broken(ConnectionError(reason))
+        self._broken(ConnectionError(reason), self._writer)
 
     async def close(self) -> None:
         task, self._reader_task = self._reader_task, None
-        self._broken(ConnectionError("closed"))
+        self._broken(ConnectionError("closed"), self._writer)
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -183,7 +183,7 @@ class _LeaderFetcher:
                 "fetch_offset": plog.log_end_offset, "last_fetched_epoch": -1,
                 "log_start_offset": plog.log_start_offset,
                 "partition_max_bytes": settings.replica_fetch_max_bytes})
-        self._fetching = True
+        self._fetching, self._interrupted = True, False
         try:
             response = await self._fetch_request(client, by_topic)
         finally:

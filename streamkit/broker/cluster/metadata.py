@@ -37,6 +37,10 @@ class ClusterMetadata:
     states: dict[TP, PartitionState] = field(default_factory=dict)
     # Whether the whole picture has been read once (a fresh session's first read).
     synced: bool = False
+    # Partition states not read again since a new session began: possibly stale (this
+    # broker may have missed leader changes while its session was gone), so not served as
+    # a partition's leader to clients, who would be sent to a broker that no longer leads.
+    unconfirmed: set[TP] = field(default_factory=set)
 
     def partition_count(self, topic: str) -> int:
         assignment = self.topics.get(topic)
@@ -116,6 +120,7 @@ class MetadataSync:
 
     def _mark_all(self) -> None:
         self.metadata.synced = False
+        self.metadata.unconfirmed = set(self.metadata.states)
         self._synced.clear()
         for key in (_BROKERS, _CONTROLLER, _TOPICS):
             self._mark(key)
@@ -204,6 +209,7 @@ class MetadataSync:
             if name not in md.topics:
                 return
             state = await zk.partition_state(name, p, self._watch(key))
+            md.unconfirmed.discard((name, p))
             if state is None:
                 return  # not created yet: the watch fires when the controller creates it
             if md.states.get((name, p)) != state:
@@ -218,4 +224,5 @@ class MetadataSync:
             return
         for p in assignment.partitions:
             md.states.pop((name, p), None)
+            md.unconfirmed.discard((name, p))
         self.listener.topic_changed(name, None)

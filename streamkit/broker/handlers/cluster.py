@@ -70,7 +70,8 @@ def _cluster_topic(cluster: ClusterNode, name: str) -> dict[str, Any]:
     partitions = []
     for p, replicas in sorted(assignment.partitions.items()):
         s = md.states.get((name, p))
-        leader = s.leader if s is not None and s.leader in md.brokers else -1
+        confirmed = s is not None and (name, p) not in md.unconfirmed
+        leader = s.leader if confirmed and s is not None and s.leader in md.brokers else -1
         partitions.append({
             "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
             "partition_index": p, "leader_id": leader, "leader_epoch": s.leader_epoch if s is not None else -1,

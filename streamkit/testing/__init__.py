@@ -509,3 +509,18 @@ class ZooKeeperServer(ChildProcess):
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+# The app test driver (in memory, no broker): imported last, it builds on the streams runtime.
+from streamkit.testing.connect import ConnectorTestDriver  # noqa: E402
+from streamkit.testing.driver import (  # noqa: E402
+    AppTestDriver,
+    DriverError,
+    InputTopic,
+    OutputRecord,
+    OutputTopic,
+    TableView,
+)
+
+__all__ += ["AppTestDriver", "ConnectorTestDriver", "DriverError", "InputTopic", "OutputRecord", "OutputTopic",
+            "TableView"]
