@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv docs demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark bench-driver bench-schemas lint clean
+.PHONY: venv docs demo test test-fast bench bench-log bench-broker bench-streams bench-connect bench-spark bench-driver bench-schemas bench-console lint clean
 
 venv: $(STAMP)
 
@@ -14,8 +14,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,spark,dask,postgres,mysql,docs]'
 	touch $(STAMP)
 
-demo: venv
-	$(BIN)/python -m streamkit.demo
+demo: venv  # make demo DEMO_ARGS=--keep-running: everything stays up, the web console too
+	$(BIN)/python -m streamkit.demo $(DEMO_ARGS)
 
 test: venv
 	$(BIN)/python -m pytest
@@ -23,7 +23,7 @@ test: venv
 test-fast: venv
 	$(BIN)/python -m pytest -m "not slow and not integration"
 
-bench: bench-log bench-broker bench-streams bench-connect bench-spark bench-driver
+bench: bench-log bench-broker bench-streams bench-connect bench-spark bench-driver bench-schemas bench-console
 
 bench-log: venv
 	$(BIN)/python benchmarks/log_bench.py
@@ -45,6 +45,9 @@ bench-schemas: venv
 
 bench-spark: venv
 	$(BIN)/python benchmarks/spark_bench.py
+
+bench-console: venv
+	$(BIN)/python benchmarks/console_bench.py
 
 docs: venv
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict

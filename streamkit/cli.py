@@ -799,6 +799,40 @@ def _os_error(exc: OSError, bind_context: str) -> str:
     return f"{bind_context}: {reason}"
 
 
+@app.command("console")
+def console_command(
+    bootstrap: str = typer.Option(..., "--bootstrap-servers", "-b", metavar="HOST:PORT",
+                                  help="Kafka bootstrap.servers of the cluster to show."),
+    connect_url: str | None = typer.Option(None, "--connect-url", metavar="URL",
+                                           help="A Kafka Connect REST API (http://HOST:8083)."),
+    app_urls: list[str] = typer.Option([], "--app-url", metavar="URL",
+                                       help="A stream worker's web port (http://HOST:PORT); repeatable."),
+    listen: str = typer.Option("127.0.0.1:8088", "--listen", metavar="HOST:PORT",
+                               help="Where the console serves its pages (port 0: any free port)."),
+) -> None:
+    """Serve the web console.
+
+    Topics, messages, consumer groups, Connect and stream apps, in a browser."""
+    from streamkit.console import ConsoleSettings
+    from streamkit.console.server import serve
+
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not port_text.isdigit() or not host:
+        raise _fail(f"--listen expects HOST:PORT, got {listen!r}")
+    settings = ConsoleSettings(bootstrap, connect_url, tuple(app_urls))
+
+    def announce(url: str) -> None:
+        console.print(f"console listening on {url}", highlight=False, soft_wrap=True)
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(serve(settings, host.strip("[]"), int(port_text), announce))
+    except OSError as exc:
+        raise _fail(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+
+
 connect_app = _typer(help="Run Kafka Connect workers: JSON connector configs, REST API.")
 app.add_typer(connect_app, name="connect")
 

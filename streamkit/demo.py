@@ -293,6 +293,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tour", choices=TOURS, default="pipeline",
                         help="pipeline (default): the whole pipeline; broker, streams, log: one tour; all: the "
                              "three tours")
+    parser.add_argument("--keep-running", action="store_true",
+                        help="pipeline: keep the broker, Connect, the app and the web console running after "
+                             "the run until Ctrl-C")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="  [log] %(message)s")
     root = Path(args.directory)
@@ -305,7 +308,7 @@ def main(argv: list[str] | None = None) -> None:
                           "openjdk-17-jre-headless); the tours run without it: python -m streamkit.demo --tour all")
             sys.exit(2)
 
-        exact = asyncio.run(run_pipeline(root / "pipeline", console))
+        exact = asyncio.run(run_pipeline(root / "pipeline", console, keep_running=args.keep_running))
         console.print("\nmore: python -m streamkit.demo --tour broker|streams|log|all")
         sys.exit(0 if exact else 1)
     if args.tour in ("broker", "all"):

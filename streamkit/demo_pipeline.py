@@ -204,9 +204,27 @@ async def _follow(console: Console, end_offset: _EndOffsets, commit_log: Any, sa
             await asyncio.sleep(0.25)
 
 
-async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, timeout: float = 150) -> bool:
+async def _until_interrupted(console: Console, url: str) -> None:
+    """Wait for Ctrl-C (or SIGTERM) with everything running, then go on to the results."""
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    console.print(f"everything keeps running; look around at {url}, then press Ctrl-C for Spark's results")
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, timeout: float = 150,
+                       keep_running: bool = False) -> bool:
     """Run the pipeline in ``directory`` (wiped first); True when Spark's top pages equal the
-    batch computation of the input."""
+    batch computation of the input. The web console shows it while it runs; with
+    ``keep_running`` everything stays up after the run until Ctrl-C, to look around in it."""
     from aiokafka import AIOKafkaConsumer
 
     from streamkit.clients.admin import create_topic
@@ -214,6 +232,7 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
     from streamkit.connect.spark_log import CommitLog
     from streamkit.connect.standalone import StandaloneWorker
     from streamkit.connect.worker_config import load_worker_config
+    from streamkit.console import ConsoleServer, ConsoleSettings
     from streamkit.testing import embedded_broker
 
     started = time.monotonic()
@@ -232,7 +251,7 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
     async with embedded_broker(directory / "broker", {"log.retention.ms": -1}) as broker:
         await create_topic(broker.bootstrap, "page_views", 1, {})
         app = _app(broker.bootstrap, directory / "app")
-        runtime = await app.start()
+        runtime = await app.start(web_port=0)
         worker = StandaloneWorker(load_worker_config({
             "bootstrap.servers": broker.bootstrap, "listeners": "http://127.0.0.1:0",
             "offset.storage.file.filename": str(directory / "connect" / "offsets.json"),
@@ -242,15 +261,25 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
         ])
         consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
         commit_log = CommitLog(table)
+        web_console: ConsoleServer | None = None
         try:
             await asyncio.wrap_future(jvm_started)
             await worker.start()
             await consumer.start()
+            web_console = ConsoleServer(ConsoleSettings(broker.bootstrap, worker.url,
+                                                        (f"http://{runtime.web.host}:{runtime.web.port}",)),
+                                        "127.0.0.1", 0)
+            await web_console.start()
             console.print(f"broker on {broker.bootstrap}; Connect worker on {worker.url} running "
                           "demo-file-source and demo-spark-sink; app demo-pipeline counting views per page "
                           "per minute")
+            console.print(f"web console: {web_console.url} (the pipeline: {web_console.url}/pipeline)")
             await _follow(console, _EndOffsets(broker.bootstrap, consumer), commit_log, sample, timeout)
+            if keep_running:
+                await _until_interrupted(console, web_console.url)
         finally:
+            if web_console is not None:
+                await web_console.stop()
             await consumer.stop()
             await worker.stop()
             await runtime.stop()

@@ -1,7 +1,7 @@
 """The worker's HTTP endpoints (``--web-port``): an index, health, Prometheus metrics and
 interactive table queries, served by FastAPI on uvicorn (the stack Connect's REST API uses).
 
-    GET /                       what this worker serves: app, endpoints, tables
+    GET /                       what this worker serves: app, endpoints, tables, topics
     GET /health                 {"status": "ok", "app": ..., "partitions": [...]}
     GET /metrics                Prometheus text
     GET /tables/{name}          this worker's part of a table (JSON object, up to ?limit=, 1000)
@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
@@ -52,6 +52,9 @@ class _App(Protocol):
 
     @property
     def tables(self) -> dict[str, Table]: ...
+
+    @property
+    def topics(self) -> Mapping[str, object]: ...
 
 
 class Standbys(Protocol):
@@ -197,7 +200,9 @@ class WebServer:
         rt = self.runtime
         tables = {name: {"queryable": t.queryable, "kind": t.definition()}
                   for name, t in sorted(rt.app.tables.items())}
-        return _json(200, {"app": rt.app.id, "endpoints": _ENDPOINTS, "tables": tables})
+        # topics: every topic the app declares (the web console draws its pipeline from them)
+        return _json(200, {"app": rt.app.id, "endpoints": _ENDPOINTS, "tables": tables,
+                           "topics": sorted(rt.app.topics)})
 
     async def health(self) -> Response:
         """`{"status": "ok"}` with the partitions and standby tasks this worker has."""

@@ -50,6 +50,7 @@ def _batch_counts(jsonl: Path) -> dict[tuple[str, int], int]:
 def test_demo_runs_the_whole_pipeline_and_spark_top_pages_equal_a_batch_computation(tmp_path: Path) -> None:
     out = _demo(str(tmp_path / "demo"))
     assert "streamkit demo: the whole pipeline" in out
+    assert re.search(r"web console: http://127\.0\.0\.1:\d+ ", out), out
     assert not [line for line in out.splitlines() if SPARK_NOISE.search(line)], out
     root = tmp_path / "demo" / "pipeline"
     jsonl = root / "input" / "page_views.jsonl"

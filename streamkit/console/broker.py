@@ -1,0 +1,306 @@
+"""What the console asks the cluster, over the Kafka protocol: the brokers, topics with
+their partitions, configs and offsets, and consumer groups with their lag.
+
+The heavy lifting is ``streamkit.clients.admin`` (the CLI's admin commands); this module
+adds the views a page needs in one round of requests, and turns client errors into the
+console's: an unreachable broker is 503, a Kafka error code is 400 with its message."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
+
+from streamkit.clients import admin
+from streamkit.clients.consumer_groups import describe_modern_groups
+from streamkit.clients.errors import BrokerUnreachable, ClientError
+from streamkit.clients.lifecycle import start_client
+from streamkit.clients.share import describe_share_group
+from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
+
+__all__ = [
+    "AdminPool", "GroupSummary", "GroupView", "Overview", "TopicSummary", "alter_topic", "create_topic", "delete_topic",
+    "group", "groups", "kafka_errors", "overview", "records_written", "reset_group", "topic",
+]
+
+
+@contextlib.contextmanager
+def kafka_errors() -> Iterator[None]:
+    try:
+        yield
+    except BrokerUnreachable as exc:
+        raise Unavailable(str(exc)) from None
+    except ClientError as exc:
+        raise BadInput(str(exc)) from None
+    except KafkaError as exc:
+        raise Unavailable(f"the broker did not answer: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSummary:
+    name: str
+    partitions: int
+    internal: bool
+    under_replicated: int
+    offline: int
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    bootstrap: str
+    cluster_id: str | None
+    controller: int
+    brokers: list[dict[str, Any]]
+    topics: list[TopicSummary]
+    under_replicated: list[tuple[str, int]]
+    offline: list[tuple[str, int]]
+
+
+class AdminPool:
+    """One admin client kept open for the pages that every visit asks for (the overview, the
+    topic and group lists): each new client would first fetch the whole cluster's metadata
+    to bootstrap. A client that failed is closed, and the next request opens another."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._client: AIOKafkaAdminClient | None = None
+        self._lock = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def admin(self) -> AsyncIterator[AIOKafkaAdminClient]:
+        async with self._lock:
+            if self._client is None:
+                client = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10000)
+                await start_client(client)
+                self._client = client
+            client = self._client
+        try:
+            yield client
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        async with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+
+async def overview(pool: AdminPool) -> Overview:
+    """Brokers, controller and every topic with its partition health: one Metadata request
+    on a client kept open."""
+    bootstrap = pool.bootstrap
+    with kafka_errors():
+        async with pool.admin() as client:
+            # One Metadata request for the brokers, the controller and every topic: the
+            # public describe_cluster and describe_topics would fetch (and decode) it twice.
+            cluster = (await client._get_cluster_metadata(topics=None)).to_object()
+            described = cluster["topics"]
+    brokers = sorted(({"id": int(b["node_id"]), "host": str(b["host"]), "port": int(b["port"]),
+                       "rack": b.get("rack")} for b in cluster.get("brokers", [])), key=lambda b: b["id"])
+    live = {b["id"] for b in brokers}
+    topics: list[TopicSummary] = []
+    under: list[tuple[str, int]] = []
+    offline: list[tuple[str, int]] = []
+    for t in described:
+        if t["error_code"]:
+            continue
+        t_under = t_offline = 0
+        for p in t["partitions"]:
+            leader, replicas, isr = int(p["leader"]), p.get("replicas") or (), p.get("isr") or ()
+            if leader < 0 or leader not in live:
+                offline.append((t["topic"], int(p["partition"])))
+                t_offline += 1
+            elif len(isr) < len(replicas):
+                under.append((t["topic"], int(p["partition"])))
+                t_under += 1
+        topics.append(TopicSummary(t["topic"], len(t["partitions"]), bool(t.get("is_internal")), t_under, t_offline))
+    topics.sort(key=lambda s: s.name)
+    return Overview(bootstrap, cluster.get("cluster_id"), int(cluster.get("controller_id", -1)), brokers,
+                    topics, sorted(under), sorted(offline))
+
+
+async def records_written(pool: AdminPool) -> int:
+    """How many records the cluster's topics (internal ones left out) have had written, all
+    told: the sum of their partitions' end offsets. Its change over time is the rate in."""
+    with kafka_errors():
+        async with pool.admin() as client:
+            described = await client.describe_topics()  # every topic
+        tps = [TopicPartition(t["topic"], int(p["partition"])) for t in described
+               if not t["error_code"] and not t.get("is_internal") for p in t["partitions"]]
+        ends = await _end_offsets(pool.bootstrap, tps) if tps else {}
+    return sum(ends.values())
+
+
+async def topic(bootstrap: str, name: str) -> admin.TopicDescription:
+    """A topic with its configs and each partition's offsets and replicas; 404 if missing."""
+    await topic_exists(bootstrap, name)
+    with kafka_errors():
+        return await admin.describe_topic(bootstrap, name, offsets=True)
+
+
+async def create_topic(bootstrap: str, name: str, partitions: int, replication_factor: int,
+                       configs: dict[str, str]) -> None:
+    with kafka_errors():
+        await admin.create_topic(bootstrap, name, partitions, configs, replication_factor=replication_factor)
+
+
+async def delete_topic(bootstrap: str, name: str) -> None:
+    await topic_exists(bootstrap, name)
+    with kafka_errors():
+        await admin.delete_topic(bootstrap, name)
+
+
+async def topic_exists(bootstrap: str, name: str) -> None:
+    with kafka_errors():
+        admin.topic_name(name)
+        if name not in await admin.list_topics(bootstrap, include_internal=True):
+            raise NotFound(f"topic {name} not found")
+
+
+async def alter_topic(bootstrap: str, name: str, set_configs: dict[str, str], delete: list[str]) -> None:
+    await topic_exists(bootstrap, name)
+    with kafka_errors():
+        await admin.alter_topic_config(bootstrap, name, set_configs, delete)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    group_id: str
+    protocol_type: str
+    state: str
+    members: int
+
+
+async def groups(pool: AdminPool) -> list[GroupSummary]:
+    """Every consumer group with its state and member count (ListGroups, DescribeGroups)."""
+    with kafka_errors():
+        async with pool.admin() as client:
+            listed = sorted((str(g[0]), str(g[1])) for g in await client.list_consumer_groups())
+            # DescribeGroups is the classic protocol's: share groups are described apart
+            # (ShareGroupDescribe), and the broker drops a connection that asks it for one.
+            # One group a request: aiokafka answers a request naming groups of both
+            # protocols with a blank entry in place of the KIP-848 one.
+            classic = [g for g, kind in listed if kind != "share"]
+            answers = await asyncio.gather(*(client.describe_consumer_groups([g]) for g in classic))
+            described = [r for answer in answers for r in answer]
+        shared = {g: await describe_share_group(pool.bootstrap, g) for g, kind in listed if kind == "share"}
+        modern = await describe_modern_groups(pool.bootstrap, classic)
+    states: dict[str, tuple[str, int]] = {}
+    for response in described:
+        for g in response.groups:  # (error_code, group_id, state, protocol_type, protocol, members, ...)
+            if g[1]:
+                states[str(g[1])] = (str(g[2]), len(g[5]))
+    for g, share in shared.items():
+        if share is not None:
+            states[g] = (share.state, len(share.members))
+    for g, found in modern.items():  # KIP-848 groups: DescribeGroups shows them Dead
+        if found is not None:
+            states[g] = (found.state, len(found.members))
+    return [GroupSummary(gid, kind, *states.get(gid, ("Unknown", 0))) for gid, kind in listed]
+
+
+async def _end_offsets(bootstrap: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """A consumer for one request, not kept: a consumer keeps refreshing the metadata of the
+    topics it has looked at, and a broker with auto.create.topics.enable would re-create
+    such a topic after its deletion. retry_backoff_ms: it learns a topic's leader after one
+    backoff."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, retry_backoff_ms=10)
+    await start_client(consumer)
+    try:
+        return dict(await consumer.end_offsets(partitions))
+    finally:
+        await consumer.stop()
+
+
+async def _share_group(bootstrap: str, group_id: str) -> GroupView:
+    """A share group (KIP-932): its members, and per partition the share start offset and
+    the records not yet delivered and settled (shown as committed and lag)."""
+    shared = await describe_share_group(bootstrap, group_id)
+    if shared is None:
+        raise NotFound(f"share group {group_id} not found")
+    members = [admin.GroupMember(m.member_id, m.client_id, m.host, [TopicPartition(t, p) for t, p in m.assignment])
+               for m in shared.members]
+    lags = [admin.PartitionLag(lag.topic, lag.partition, lag.start_offset, lag.start_offset + lag.lag)
+            for lag in shared.lags]
+    return GroupView(group_id, shared.state, "share", members, lags)
+
+
+def _member(fields: tuple[Any, ...]) -> admin.GroupMember:
+    """A DescribeGroups member: (member_id, [group_instance_id from v4,] client_id,
+    client_host, member_metadata, member_assignment)."""
+    member_id, *middle, _metadata, assignment = fields
+    client_id, host = middle[-2], middle[-1]
+    decoded: Any = ConsumerProtocolMemberAssignment.decode(assignment) if assignment else None
+    partitions = [TopicPartition(t, p) for t, ps in decoded.assignment for p in ps] if decoded else []
+    return admin.GroupMember(str(member_id), str(client_id), str(host), partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """A consumer group as its page shows it; ``protocol`` is classic or consumer (KIP-848)."""
+
+    group_id: str
+    state: str
+    protocol: str
+    members: list[admin.GroupMember]
+    lags: list[admin.PartitionLag]
+
+
+async def group(pool: AdminPool, group_id: str) -> GroupView:
+    """A group's state, members and per-partition lag; 404 for a group the cluster does not
+    know. On the pool's admin client: no new connection, no bootstrap. A KIP-848 group's
+    state and members come from ConsumerGroupDescribe (DescribeGroups shows it empty)."""
+    with kafka_errors():
+        async with pool.admin() as client:
+            known = {str(g[0]): str(g[1]) for g in await client.list_consumer_groups()}
+            if group_id not in known:
+                raise NotFound(f"consumer group {group_id} not found")
+            if known[group_id] == "share":
+                return await _share_group(pool.bootstrap, group_id)
+            described = await client.describe_consumer_groups([group_id])
+            offsets = await client.list_consumer_group_offsets(group_id)
+        ends = await _end_offsets(pool.bootstrap, list(offsets)) if offsets else {}
+        modern = (await describe_modern_groups(pool.bootstrap, [group_id]))[group_id]
+    state, members = "Dead", []
+    for response in described:
+        for error_code, _gid, group_state, _protocol_type, _protocol, group_members, *_rest in response.groups:
+            if error_code:
+                raise BadInput(f"cannot describe group {group_id}: error {error_code}")
+            state = str(group_state)
+            members = [_member(tuple(m)) for m in group_members]
+    protocol = "classic"
+    if modern is not None:
+        state, protocol = modern.state, "consumer"
+        members = [admin.GroupMember(m.member_id, m.client_id, m.client_host,
+                                     [TopicPartition(t, p) for t, p in m.assignment]) for m in modern.members]
+    lags = [admin.PartitionLag(tp.topic, tp.partition, meta.offset, ends.get(tp, -1))
+            for tp, meta in sorted(offsets.items(), key=lambda item: (item[0].topic, item[0].partition))]
+    return GroupView(group_id, state, protocol, members, lags)
+
+
+async def reset_group(pool: AdminPool, group_id: str, topic_name: str, to: str,
+                      value: int | None) -> list[admin.OffsetReset]:
+    """Move a group's committed offsets on ``topic_name``; only while it has no members
+    (409 otherwise), as kafka-consumer-groups.sh --reset-offsets requires."""
+    if to not in ("earliest", "latest", "offset", "timestamp"):
+        raise BadInput(f"reset to must be earliest, latest, offset or timestamp, not {to!r}")
+    bootstrap = pool.bootstrap
+    found = await group(pool, group_id)
+    if found.protocol == "share":
+        raise BadInput(f"{group_id} is a share group: the console resets consumer groups' offsets only")
+    if found.members:
+        raise Conflict(f"consumer group {group_id} is {found.state} with {len(found.members)} member(s): "
+                       "stop its consumers before resetting offsets")
+    await topic_exists(bootstrap, topic_name)
+    with kafka_errors():
+        return await admin.reset_offsets(bootstrap, group_id, topic_name, to, value, execute=True)

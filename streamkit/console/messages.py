@@ -1,0 +1,263 @@
+"""The message browser and the producer form: read a page of records from a position (the
+beginning, the end, an offset or a timestamp) without reading the rest of the topic, and
+show keys, values and headers decoded (JSON pretty-printed, other text as is, bytes as hex).
+
+A page reads at most ``max_scan`` records per request, so a filter that matches nothing in a
+large topic answers quickly with how far it got; the next page starts there."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.structs import TopicPartition
+
+from streamkit.clients.lifecycle import start_client
+from streamkit.console.broker import kafka_errors
+from streamkit.console.errors import BadInput, NotFound
+
+__all__ = [
+    "Browse", "Decoded", "Message", "Page", "browse", "decode", "message_json", "parse_timestamp", "produce", "tail",
+]
+
+MAX_LIMIT = 500
+_MAX_LONG = (1 << 63) - 1  # Kafka's int64 offsets and timestamps
+_POLL_MS = 200
+_READ_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """How a key, value or header shows: ``kind`` is null, json, text or hex."""
+
+    kind: str
+    text: str
+
+
+def decode(data: bytes | None) -> Decoded:
+    if data is None:
+        return Decoded("null", "")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Decoded("hex", data.hex(" "))
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") or stripped in ("true", "false", "null"):
+        try:
+            return Decoded("json", json.dumps(json.loads(text), indent=2, ensure_ascii=False))
+        except ValueError:
+            pass
+    if any(ord(c) < 32 and c not in "\t\r\n" for c in text):
+        return Decoded("hex", data.hex(" "))
+    return Decoded("text", text)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    partition: int
+    offset: int
+    timestamp: int
+    key: Decoded
+    value: Decoded
+    headers: list[tuple[str, Decoded]]
+
+
+@dataclass(frozen=True, slots=True)
+class Browse:
+    """Where to read: ``start`` is beginning, end, offset or timestamp (with ``offset`` or
+    ``timestamp`` set); ``partition`` None reads every partition. ``key`` keeps records whose
+    key (as text) equals it, ``contains`` those whose value holds the substring."""
+
+    start: str = "beginning"
+    partition: int | None = None
+    offset: int | None = None
+    timestamp: int | None = None
+    limit: int = 50
+    key: str | None = None
+    contains: str | None = None
+
+
+@dataclass(slots=True)
+class Page:
+    partitions: int = 0  # how many the topic has
+    messages: list[Message] = field(default_factory=list)
+    scanned: int = 0
+    next_offsets: dict[int, int] = field(default_factory=dict)  # where the next page starts
+    ends: dict[int, int] = field(default_factory=dict)
+
+
+def parse_timestamp(text: str) -> int:
+    """Epoch milliseconds, or an ISO 8601 date-time (UTC unless it names a zone)."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        ms = int(text)
+    else:
+        try:
+            when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise BadInput(f"timestamp {text!r} is neither epoch milliseconds nor an ISO 8601 date-time "
+                           "(2026-01-31T12:00:00Z)") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        ms = int(when.timestamp() * 1000)
+    if not 0 <= ms <= _MAX_LONG:
+        raise BadInput(f"timestamp {text!r} is outside 0 .. {_MAX_LONG} epoch milliseconds")
+    return ms
+
+
+def _matches(record_key: bytes | None, value: bytes | None, want: Browse) -> bool:
+    if want.key is not None and (record_key is None or record_key != want.key.encode()):
+        return False
+    return want.contains is None or (value is not None and want.contains.encode() in value)
+
+
+async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_000) -> Page:
+    """One page of ``topic`` as ``want`` says; ``NotFound`` if there is no such topic."""
+    if not 1 <= want.limit <= MAX_LIMIT:
+        raise BadInput(f"limit must be between 1 and {MAX_LIMIT}, not {want.limit}")
+    if want.offset is not None and want.offset < 0:
+        raise BadInput(f"offset must not be negative, not {want.offset}")
+    page = Page()
+    with kafka_errors():
+        # retry_backoff_ms: the first offset lookup waits for the topic's metadata, which
+        # aiokafka fetches after one backoff (100 ms by default) for a topic not yet tracked.
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                    max_partition_fetch_bytes=1 << 20, fetch_max_wait_ms=100,
+                                    retry_backoff_ms=10)
+        await start_client(consumer)
+        try:
+            # Every topic's metadata (one Metadata request), so that a missing topic is known
+            # before an assignment could have the broker auto-create it. aiokafka has no
+            # public call for a topic's partitions that does not start tracking the topic.
+            cluster = await consumer._client.fetch_all_metadata()
+            found = cluster.partitions_for_topic(topic)
+            if not found:
+                raise NotFound(f"topic {topic} not found")
+            page.partitions = len(found)
+            if want.partition is not None and want.partition not in found:
+                raise BadInput(f"topic {topic} has no partition {want.partition} (it has {len(found)})")
+            chosen = [want.partition] if want.partition is not None else sorted(found)
+            tps = [TopicPartition(topic, p) for p in chosen]
+            starts = dict(await consumer.beginning_offsets(tps))
+            ends = dict(await consumer.end_offsets(tps))
+            positions = await _positions(consumer, tps, starts, ends, want)
+            page.ends = {tp.partition: ends[tp] for tp in tps}
+            # Assign and seek with no await between: the fetcher never starts a fetch (and
+            # its long poll) at a position of its own choosing.
+            consumer.assign(tps)
+            for tp in tps:
+                consumer.seek(tp, positions[tp])
+            await _read(consumer, positions, ends, want, max_scan, page)
+        finally:
+            await consumer.stop()
+    page.messages.sort(key=lambda m: (m.timestamp, m.partition, m.offset))
+    page.next_offsets = {tp.partition: positions[tp] for tp in tps}
+    return page
+
+
+async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition], starts: dict[TopicPartition, int],
+                     ends: dict[TopicPartition, int], want: Browse) -> dict[TopicPartition, int]:
+    if want.start == "beginning":
+        return dict(starts)
+    if want.start == "end":
+        # The last ``limit`` records of each partition.
+        return {tp: max(starts[tp], ends[tp] - want.limit) for tp in tps}
+    if want.start == "offset":
+        if want.offset is None:
+            raise BadInput("start at an offset needs the offset")
+        return {tp: min(max(want.offset, starts[tp]), ends[tp]) for tp in tps}
+    if want.start == "timestamp":
+        if want.timestamp is None:
+            raise BadInput("start at a timestamp needs the timestamp")
+        found = await consumer.offsets_for_times(dict.fromkeys(tps, want.timestamp))
+        return {tp: found[tp].offset if found.get(tp) is not None else ends[tp] for tp in tps}
+    raise BadInput(f"start must be beginning, end, offset or timestamp, not {want.start!r}")
+
+
+async def _read(consumer: AIOKafkaConsumer, positions: dict[TopicPartition, int], ends: dict[TopicPartition, int],
+                want: Browse, max_scan: int, page: Page) -> None:
+    """Fetch until every partition reached the end it had when the page began, the page is
+    full, ``max_scan`` records were looked at, or the time is up."""
+    open_tps = {tp for tp, pos in positions.items() if pos < ends[tp]}
+    deadline = asyncio.get_running_loop().time() + _READ_TIMEOUT_S
+    while open_tps and len(page.messages) < want.limit and page.scanned < max_scan:
+        if asyncio.get_running_loop().time() > deadline:
+            break
+        batches = await consumer.getmany(*open_tps, timeout_ms=_POLL_MS, max_records=want.limit)
+        for tp, records in batches.items():
+            for r in records:
+                if r.offset >= ends[tp]:
+                    positions[tp] = ends[tp]
+                    break
+                if len(page.messages) >= want.limit:
+                    break
+                page.scanned += 1
+                positions[tp] = r.offset + 1
+                if _matches(r.key, r.value, want):
+                    page.messages.append(Message(tp.partition, r.offset, r.timestamp, decode(r.key), decode(r.value),
+                                                 [(k, decode(v)) for k, v in r.headers]))
+        for tp in list(open_tps):
+            if not batches.get(tp):
+                # Only a transaction marker or a compacted gap was left: the consumer moved past it.
+                positions[tp] = max(positions[tp], await consumer.position(tp))
+            if positions[tp] >= ends[tp]:
+                open_tps.discard(tp)
+
+
+async def produce(bootstrap: str, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
+                  headers: list[tuple[str, bytes]]) -> tuple[int, int]:
+    """Write one record; its (partition, offset)."""
+    with kafka_errors():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=10000)
+        await start_client(producer)
+        try:
+            meta = await producer.send_and_wait(topic, value, key=key, partition=partition, headers=headers)
+        finally:
+            await producer.stop()
+    return int(meta.partition), int(meta.offset)
+
+
+def message_json(m: Message) -> dict[str, object]:
+    return {"partition": m.partition, "offset": m.offset, "timestamp": m.timestamp,
+            "key": {"kind": m.key.kind, "text": m.key.text}, "value": {"kind": m.value.kind, "text": m.value.text},
+            "headers": [[k, {"kind": v.kind, "text": v.text}] for k, v in m.headers]}
+
+
+async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], Awaitable[bool]],
+               max_seconds: float = 600) -> AsyncIterator[Message | None]:
+    """Records written to ``topic`` from now on (those ``want`` keeps), until ``stopped()``
+    says the reader left or ``max_seconds`` passed; first None, once the consumer stands at
+    the end (what is written after that is seen). The consumer reads at the reader's pace:
+    a slow page holds back nobody else."""
+    with kafka_errors():
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500,
+                                    retry_backoff_ms=10)  # as in browse
+        await start_client(consumer)
+    try:
+        with kafka_errors():
+            cluster = await consumer._client.fetch_all_metadata()  # see browse
+            found = cluster.partitions_for_topic(topic)
+            if not found:
+                raise NotFound(f"topic {topic} not found")
+            if want.partition is not None and want.partition not in found:
+                raise BadInput(f"topic {topic} has no partition {want.partition} (it has {len(found)})")
+            tps = [TopicPartition(topic, p) for p in ([want.partition] if want.partition is not None else sorted(found))]
+            ends = dict(await consumer.end_offsets(tps))
+            consumer.assign(tps)
+            for tp in tps:
+                consumer.seek(tp, ends[tp])
+        yield None
+        deadline = asyncio.get_running_loop().time() + max_seconds
+        while asyncio.get_running_loop().time() < deadline and not await stopped():
+            batches = await consumer.getmany(timeout_ms=1000, max_records=100)
+            for tp, records in batches.items():
+                for r in records:
+                    if _matches(r.key, r.value, want):
+                        yield Message(tp.partition, r.offset, r.timestamp, decode(r.key), decode(r.value),
+                                      [(k, decode(v)) for k, v in r.headers])
+    finally:
+        await consumer.stop()

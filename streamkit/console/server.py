@@ -1,0 +1,47 @@
+"""Running the console: its app on uvicorn in the caller's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable
+
+from streamkit.console.settings import ConsoleSettings
+from streamkit.console.web import create_app
+from streamkit.http import HttpServer
+
+__all__ = ["ConsoleServer", "serve"]
+
+
+class ConsoleServer:
+    """``await start()`` binds ``host:port`` (0: a free port) and serves; ``url`` says where."""
+
+    def __init__(self, settings: ConsoleSettings, host: str = "127.0.0.1", port: int = 8088) -> None:
+        self.app = create_app(settings)
+        self._http = HttpServer(self.app, host, port, what="the console")
+
+    @property
+    def url(self) -> str:
+        return self._http.url
+
+    async def start(self) -> None:
+        await self._http.start()
+
+    async def stop(self) -> None:
+        await self._http.stop()
+        await self.app.state.admin.close()
+
+
+async def serve(settings: ConsoleSettings, host: str, port: int, announce: Callable[[str], None]) -> None:
+    """Serve until SIGINT or SIGTERM; ``announce`` is told the URL once it listens."""
+    server = ConsoleServer(settings, host, port)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    announce(server.url)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
