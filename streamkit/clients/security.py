@@ -17,12 +17,15 @@ The names are librdkafka's, as users write them for confluent-kafka and kcat:
 =========================== ===================================================================
 
 A Java properties file (``--command-config`` of Kafka's tools) holds the same names:
-``read_client_properties`` reads one.
+``read_client_properties`` reads one. The CLI sets a command's client settings once, where it
+parses its options (``use_client_config``); the clients of ``streamkit.clients`` read them
+where they are built (``command_security``), so every command takes them alike.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 import ssl
 from collections.abc import Mapping
@@ -31,7 +34,8 @@ from typing import Any
 
 from streamkit.clients.errors import ClientError
 
-__all__ = ["SECURITY_SETTINGS", "aiokafka_security", "login_refused", "read_client_properties"]
+__all__ = ["SECURITY_SETTINGS", "aiokafka_security", "command_client_config", "command_security", "login_refused",
+           "read_client_properties", "use_client_config"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -40,6 +44,13 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 SECURITY_SETTINGS = ("security.protocol", "sasl.mechanism", "sasl.username", "sasl.password", "sasl.jaas.config",
                      "ssl.ca.location", "ssl.truststore.location", "ssl.truststore.type",
                      "ssl.certificate.location", "ssl.key.location")
+
+# The client settings of the running CLI command, by Kafka name: those of its
+# --command-config file, and its -X options (which win).
+_file_config: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar(
+    "streamkit_command_config", default={})  # noqa: B039  # never mutated: replaced
+_option_config: contextvars.ContextVar[dict[str, str]] = contextvars.ContextVar(
+    "streamkit_client_options", default={})  # noqa: B039  # never mutated: replaced
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
@@ -134,3 +145,33 @@ async def login_refused(bootstrap: str, security: Mapping[str, Any], timeout_s: 
         return None
     conn.close()
     return None
+
+
+def use_client_config(settings: Mapping[str, str], *, from_file: bool) -> None:
+    """Add ``settings`` (Kafka names) to the client settings of this command; the CLI calls
+    it while it parses ``--command-config`` (``from_file``) and ``-X`` (which win)."""
+    var = _file_config if from_file else _option_config
+    var.set({**var.get(), **settings})
+
+
+def _command_config() -> dict[str, str]:
+    return {**_file_config.get(), **_option_config.get()}
+
+
+def command_client_config() -> dict[str, str]:
+    """The client settings of this command for librdkafka ({} when none was given): Kafka's
+    ``ssl.truststore.location`` and ``sasl.jaas.config`` become librdkafka's names."""
+    out = _command_config()
+    if "ssl.truststore.location" in out:
+        out.setdefault("ssl.ca.location", out.pop("ssl.truststore.location"))
+    out.pop("ssl.truststore.type", None)
+    if "sasl.jaas.config" in out:
+        username, password = _jaas_credentials(out.pop("sasl.jaas.config"))
+        out.setdefault("sasl.username", username)
+        out.setdefault("sasl.password", password)
+    return out
+
+
+def command_security() -> dict[str, Any]:
+    """aiokafka's security arguments for this command's client settings."""
+    return aiokafka_security(_command_config())

@@ -20,11 +20,9 @@ from streamkit.streams.agent import AgentStream
 from streamkit.streams.app import App
 from streamkit.streams.runtime import StartupError
 from streamkit.testing import BrokerProcess
-from streamkit.testing_tls import CertificateAuthority
+from streamkit.testing_tls import CertificateAuthority, scram_listener_settings
 
 from .conftest import FAST_GROUP, Probe, eventually, running, unique
-
-SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +34,7 @@ def ca(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
 def secured(ca: CertificateAuthority, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     cert = ca.issue("broker", "CN=localhost", hosts=["localhost", "127.0.0.1"])
     process = BrokerProcess(tmp_path_factory.mktemp("secured") / "data", settings={
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(cert.keystore),
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
-        "connection.failed.authentication.delay.ms": "10",
-        "group.initial.rebalance.delay.ms": "0",
-    }).start()
+        **scram_listener_settings(cert), "group.initial.rebalance.delay.ms": "0"}).start()
     try:
         create_user(process.address("PLAINTEXT"), "streams", "streams-secret")
         yield process
