@@ -34,7 +34,8 @@ from typing import Any
 
 from streamkit.clients.errors import ClientError
 
-__all__ = ["SECURITY_SETTINGS", "aiokafka_security", "command_client_config", "command_security", "login_refused",
+__all__ = ["SECURITY_SETTINGS", "aiokafka_security", "command_client_config", "command_security", "librdkafka_config",
+           "login_refused",
            "read_client_properties", "use_client_config"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -159,9 +160,14 @@ def _command_config() -> dict[str, str]:
 
 
 def command_client_config() -> dict[str, str]:
-    """The client settings of this command for librdkafka ({} when none was given): Kafka's
-    ``ssl.truststore.location`` and ``sasl.jaas.config`` become librdkafka's names."""
-    out = _command_config()
+    """The client settings of this command for librdkafka ({} when none was given)."""
+    return librdkafka_config(_command_config())
+
+
+def librdkafka_config(settings: Mapping[str, str]) -> dict[str, str]:
+    """``settings`` for librdkafka: the Java clients' ``ssl.truststore.location`` (PEM) and
+    ``sasl.jaas.config`` (Plain/Scram login module) become librdkafka's names."""
+    out = dict(settings)
     if "ssl.truststore.location" in out:
         out.setdefault("ssl.ca.location", out.pop("ssl.truststore.location"))
     out.pop("ssl.truststore.type", None)
