@@ -181,10 +181,36 @@ def _run(coro: Any) -> Any:
         raise _fail(f"{type(exc).__name__}: {exc}") from None
 
 
+def _use_client_options(items: list[str]) -> list[str]:
+    from streamkit.clients.security import use_client_config
+
+    use_client_config(_pairs(items, "--client-config"), from_file=False)
+    return items
+
+
+def _use_command_config(path: Path | None) -> Path | None:
+    from streamkit.clients.errors import ClientError
+    from streamkit.clients.security import read_client_properties, use_client_config
+
+    if path is not None:
+        try:
+            use_client_config(read_client_properties(path), from_file=True)
+        except ClientError as exc:
+            raise _fail(str(exc)) from None
+    return path
+
+
+# Every command that talks to a broker takes both; their callbacks hand the settings to
+# streamkit.clients.security, where each client of the command is built.
 ClientConfigOption = typer.Option(
-    [], "--client-config", "-X", metavar="KEY=VALUE",
+    [], "--client-config", "-X", metavar="KEY=VALUE", callback=_use_client_options,
     help="A client setting (librdkafka's names: security.protocol, sasl.mechanism, sasl.username, "
-         "sasl.password, ssl.ca.location ...); repeatable.")
+         "sasl.password, ssl.ca.location ...); repeatable; wins over --command-config.")
+CommandConfigOption = typer.Option(
+    None, "--command-config", metavar="FILE", callback=_use_command_config,
+    help="A properties file of client settings, as Kafka's tools take (security.protocol, sasl.mechanism, "
+         "sasl.username, sasl.password or sasl.jaas.config, ssl.ca.location or ssl.truststore.location, "
+         "ssl.certificate.location, ssl.key.location).")
 
 
 def _users(call: Any) -> Any:
@@ -206,6 +232,7 @@ def users_create(
                                         help="SCRAM-SHA-256 or SCRAM-SHA-512; repeatable."),
     iterations: int = typer.Option(4096, "--iterations", metavar="N", help="PBKDF2 iterations (4096..16384)."),
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Create a SCRAM user, or change its password (AlterUserScramCredentials)."""
@@ -221,6 +248,7 @@ def users_create(
 def users_describe(
     names: list[str] = typer.Argument(None, metavar="[NAME]...", help="User names; none: every user."),
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Show users' SCRAM mechanisms and iterations (never a password or hash)."""
@@ -238,6 +266,7 @@ def users_delete(
     mechanism: list[str] = typer.Option([], "--mechanism", metavar="MECHANISM",
                                         help="Only this mechanism's credential; repeatable (default: all)."),
     client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Delete a SCRAM user's credentials: its next login is refused."""
@@ -269,6 +298,8 @@ def topics_create(
         -1, "--replication-factor", "-r", metavar="N", show_default="the broker's default.replication.factor",
         help="Copies of each partition, on as many brokers."),
     if_not_exists: bool = typer.Option(False, "--if-not-exists", help="Succeed if the topic already exists."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Create a topic."""
@@ -283,6 +314,8 @@ def topics_create(
 @topics_app.command("list")
 def topics_list(
     internal: bool = typer.Option(False, "--internal", help="Include internal topics (__consumer_offsets...)."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """List topic names."""
@@ -295,6 +328,8 @@ def topics_list(
 @topics_app.command("describe")
 def topics_describe(
     name: str = typer.Argument(..., metavar="NAME", help="Topic name."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Show a topic's partitions, offsets and configs.
@@ -328,6 +363,8 @@ def topics_describe(
 @topics_app.command("delete")
 def topics_delete(
     name: str = typer.Argument(..., metavar="NAME", help="Topic name."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Delete a topic and its data."""
@@ -344,6 +381,8 @@ def topics_alter_config(
                                    help="key=value to set (Kafka's names); repeatable."),
     delete: list[str] = typer.Option([], "--delete", metavar="KEY",
                                      help="A key to reset to the broker's default; repeatable."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Set or remove a topic's config overrides.
@@ -406,6 +445,8 @@ def acls_add(
                                   "Create on the topic (with --transactional-id, Write and Describe on it)."),
     consumer: bool = typer.Option(False, "--consumer", help="What a consumer needs: Read and Describe on the "
                                   "topic, Read on the group."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Add ACLs: each principal, host and operation on the resource given."""
@@ -431,6 +472,8 @@ def acls_list(
     pattern_type: str = typer.Option("any", "--resource-pattern-type", metavar="TYPE",
                                      help="literal, prefixed, any, or match (every ACL that applies to the "
                                           "resource, wildcard and prefixes included)."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """List ACLs (all of them, or a resource's)."""
@@ -453,6 +496,8 @@ def acls_remove(
     cluster: bool = _Cluster,
     pattern_type: str = typer.Option("literal", "--resource-pattern-type", metavar="TYPE",
                                      help="literal, prefixed, any or match."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Remove a resource's ACLs (all, or those named)."""
@@ -479,7 +524,11 @@ def _separator(text: str | None) -> str | None:
 
 
 @app.command()
-def cluster(bootstrap: str = BootstrapOption) -> None:
+def cluster(
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
+    bootstrap: str = BootstrapOption,
+) -> None:
     """Show brokers, controller, partitions short of replicas.
 
     Lists the brokers with the controller, and the partitions under-replicated (fewer
@@ -530,6 +579,8 @@ def produce(
     schema_registry: str = typer.Option("http://127.0.0.1:8081", "--schema-registry", metavar="URL",
                                         envvar="STREAMKIT_SCHEMA_REGISTRY_URL",
                                         help="With --value-format: the Schema Registry."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Produce one record per line of standard input.
@@ -595,6 +646,8 @@ def consume(
     schema_registry: str = typer.Option("http://127.0.0.1:8081", "--schema-registry", metavar="URL",
                                         envvar="STREAMKIT_SCHEMA_REGISTRY_URL",
                                         help="With --value-format: the Schema Registry."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Print a topic's records, one value per line."""
@@ -617,7 +670,11 @@ def consume(
 
 
 @groups_app.command("list")
-def groups_list(bootstrap: str = BootstrapOption) -> None:
+def groups_list(
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
+    bootstrap: str = BootstrapOption,
+) -> None:
     """List groups with their protocol type and group type.
 
     The group type is classic, consumer (KIP-848) or share (KIP-932)."""
@@ -639,6 +696,8 @@ def groups_list(bootstrap: str = BootstrapOption) -> None:
 @groups_app.command("describe")
 def groups_describe(
     group: str = typer.Argument(..., metavar="GROUP", help="Group id."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Show a group's state, members, offsets and lag.
@@ -713,6 +772,8 @@ def groups_reset_offsets(
         help="To the first record at or after this time, epoch ms (the end if there is none)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only show the new offsets (the default)."),
     execute: bool = typer.Option(False, "--execute", help="Commit the new offsets."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Move a group's committed offsets.

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-__all__ = ["CertificateAuthority", "IssuedCertificate"]
+__all__ = ["CertificateAuthority", "IssuedCertificate", "scram_listener_settings"]
 
 _DAY = datetime.timedelta(days=1)
 
@@ -96,3 +96,17 @@ def _general_name(host: str) -> x509.GeneralName:
         return x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
         return x509.DNSName(host)
+
+
+def scram_listener_settings(broker: IssuedCertificate, mechanism: str = "SCRAM-SHA-256") -> dict[str, str]:
+    """Broker settings for a PLAINTEXT listener (a test's own setup: creating SCRAM users)
+    beside a SASL_SSL listener with ``mechanism``, both on free ports
+    (``BrokerProcess.address("SASL_SSL")``)."""
+    return {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(broker.keystore),
+        "sasl.enabled.mechanisms": mechanism,
+        f"listener.name.sasl_ssl.{mechanism.lower()}.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "connection.failed.authentication.delay.ms": "10",
+    }

@@ -19,6 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamkit.clients.errors import ClientError
+from streamkit.clients.security import librdkafka_config
+
 __all__ = ["EARLIEST", "LATEST", "OffsetSpec", "OptionError", "ReadOptions", "parse_offsets", "read_options"]
 
 EARLIEST = -2
@@ -172,7 +175,10 @@ def _assign(text: str) -> tuple[tuple[str, int], ...]:
 def client_config(options: Mapping[str, Any]) -> dict[str, str]:
     """The ``kafka.*`` options without their prefix (librdkafka names match Kafka's)."""
     config = {k[len("kafka."):]: str(v) for k, v in options.items() if k.lower().startswith("kafka.")}
-    config = {k.lower(): v for k, v in config.items()}
+    try:
+        config = librdkafka_config({k.lower(): v for k, v in config.items()})
+    except ClientError as exc:
+        raise OptionError(f"kafka.{exc}") from None
     if not config.get("bootstrap.servers"):
         raise OptionError("option kafka.bootstrap.servers is required (host:port of a broker)")
     for name in _RESERVED:

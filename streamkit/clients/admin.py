@@ -17,6 +17,7 @@ from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from streamkit.clients.errors import ClientError
 from streamkit.clients.lifecycle import start_client
 from streamkit.clients.names import InvalidTopicName, check_topic_name
+from streamkit.clients.security import command_security
 from streamkit.hints import did_you_mean
 
 __all__ = [
@@ -61,7 +62,7 @@ def _raise_for(code: int, what: str) -> None:
 
 @asynccontextmanager
 async def admin_client(bootstrap: str) -> AsyncIterator[AIOKafkaAdminClient]:
-    client = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    client = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000, **command_security())
     await start_client(client)
     try:
         yield client
@@ -305,7 +306,7 @@ async def describe_group(bootstrap: str, group: str,
 
 
 async def _end_offsets(bootstrap: str, partitions: list[TopicPartition], earliest: bool = False) -> dict[TopicPartition, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **command_security())
     await start_client(consumer)
     try:
         if earliest:
@@ -376,7 +377,8 @@ async def reset_offsets(bootstrap: str, group: str, topic: str, to: str, value: 
                         ranges[tp.partition].earliest, ranges[tp.partition].latest) for tp in tps]
     if not execute:
         return rows
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                **command_security())
     await start_client(consumer)
     try:
         consumer.assign(tps)
@@ -390,7 +392,7 @@ async def reset_offsets(bootstrap: str, group: str, topic: str, to: str, value: 
 
 async def _offsets_for_time(bootstrap: str, tps: list[TopicPartition], timestamp_ms: int,
                             ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **command_security())
     await start_client(consumer)
     try:
         found = await consumer.offsets_for_times(dict.fromkeys(tps, timestamp_ms))

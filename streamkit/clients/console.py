@@ -14,6 +14,7 @@ from aiokafka.structs import TopicPartition
 
 from streamkit.clients.admin import ClientError, describe_topic, topic_name
 from streamkit.clients.lifecycle import start_client
+from streamkit.clients.security import command_security
 
 __all__ = ["LineFormat", "PartialProduceError", "consume_lines", "parse_line", "produce_lines"]
 
@@ -64,7 +65,7 @@ async def produce_lines(bootstrap: str, topic: str, lines: Iterable[str], fmt: L
     still delivered, and the error says how many were written. ``encode_value`` turns a
     line's value into the record's (a ValueError makes it a bad line)."""
     topic_name(topic)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=int(acks) if acks != "all" else "all",
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **command_security(), acks=int(acks) if acks != "all" else "all",
                                 compression_type=compression, linger_ms=5)
     await start_client(producer)
     futures: list[asyncio.Future[object]] = []
@@ -116,7 +117,7 @@ async def consume_lines(bootstrap: str, topic: str, group: str | None, from_begi
     meant for a person (the wait for a group's first assignment)."""
     topic_name(topic)
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=group,
+        bootstrap_servers=bootstrap, group_id=group, **command_security(),
         auto_offset_reset="earliest" if from_beginning else "latest",
         enable_auto_commit=group is not None,
     )

@@ -27,7 +27,7 @@ from typing import Any
 
 from aiokafka.errors import KafkaConnectionError
 
-from streamkit.clients.errors import BrokerUnreachable, connect_failure
+from streamkit.clients.errors import BrokerUnreachable, ClientError, connect_failure
 
 __all__ = ["bootstrap_addresses", "reporting_unreachable", "start_client", "stop_client", "unreachable"]
 
@@ -106,8 +106,27 @@ async def start_client(client: Any) -> None:
     error = task.exception()
     bootstrap = _bootstrap_of(client)
     if isinstance(error, KafkaConnectionError) and not isinstance(error, BrokerUnreachable) and bootstrap:
+        await _raise_if_login_refused(client, bootstrap)
         raise await unreachable(bootstrap) from None
     task.result()
+
+
+async def _raise_if_login_refused(client: Any, bootstrap: str) -> None:
+    """A client of a TLS or SASL listener that could not bootstrap: a refused login or TLS
+    handshake is a ``ClientError`` with the broker's reason (aiokafka only logs it)."""
+    from streamkit.clients.security import login_refused
+
+    network: Any = getattr(client, "client", None) or getattr(client, "_client", None)
+    protocol = getattr(network, "_security_protocol", "PLAINTEXT")
+    if network is None or protocol == "PLAINTEXT":
+        return
+    security = {"security_protocol": protocol, "ssl_context": network._ssl_context,
+                "sasl_mechanism": network._sasl_mechanism, "sasl_plain_username": network._sasl_plain_username,
+                "sasl_plain_password": network._sasl_plain_password}
+    refused = await login_refused(bootstrap, security)
+    if refused is not None:
+        who = f" as {network._sasl_plain_username} ({network._sasl_mechanism})" if protocol.startswith("SASL_") else ""
+        raise ClientError(f"cannot connect to {bootstrap} over {protocol}{who}: {refused}") from None
 
 
 def _bootstrap_of(client: Any) -> str | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamkit.clients.errors import ClientError
+from streamkit.clients.security import command_client_config
 
 __all__ = ["MECHANISMS", "UserCredentials", "create_user", "delete_user", "describe_users"]
 
@@ -32,7 +33,7 @@ def _admin(bootstrap: str, client_config: Mapping[str, str]) -> Any:
     except ImportError:  # pragma: no cover - confluent-kafka is a dependency
         raise ClientError("streamkit users needs confluent-kafka (pip install confluent-kafka)") from None
     return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(_TIMEOUT_S * 1000),
-                        "log_level": 0, **client_config})
+                        "log_level": 0, **command_client_config(), **client_config})
 
 
 def _mechanism(name: str) -> Any:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,7 +127,7 @@ class ChangelogReader:
                  retry_timeout_ms: int = DEFAULT_RETRY_TIMEOUT_MS,
                  request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS,
                  parse_batch: Callable[[Any, int, int], list[Any]] | None = None,
-                 read_committed: bool = False) -> None:
+                 read_committed: bool = False, security: Mapping[str, Any] | None = None) -> None:
         if max_bytes < 1 or chunk_records < 1:
             raise ValueError("max_bytes and chunk_records must be positive")
         self.tp = TopicPartition(topic, partition)
@@ -138,7 +138,7 @@ class ChangelogReader:
         self._retry_timeout_ms = retry_timeout_ms
         self._client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id=client_id,
                                       request_timeout_ms=request_timeout_ms,
-                                      retry_backoff_ms=_RETRY_BACKOFF_MS)
+                                      retry_backoff_ms=_RETRY_BACKOFF_MS, **(security or {}))
         # Fetches sent ahead by ``read``: stop() cancels those of an abandoned read, which
         # would otherwise retry, and so reconnect, after the client closed.
         self._fetches: set[asyncio.Task[_Fetched]] = set()

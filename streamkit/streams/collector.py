@@ -36,7 +36,7 @@ import contextvars
 import itertools
 import logging
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +109,10 @@ class RecordCollector:
     record, ``stop()`` after the last commit; under exactly-once ``open_tasks`` /
     ``close_tasks`` follow the assignment and ``commit`` ends every open transaction."""
 
-    def __init__(self, bootstrap: str, settings: AppSettings, *, state_dir: Path) -> None:
+    def __init__(self, bootstrap: str, settings: AppSettings, *, state_dir: Path,
+                 security: Mapping[str, Any] | None = None) -> None:
         self.bootstrap = bootstrap
+        self._security = dict(security or {})
         self.settings = settings
         self.exactly_once = settings.exactly_once
         self._state_dir = state_dir
@@ -133,7 +135,7 @@ class RecordCollector:
             bootstrap_servers=self.bootstrap, linger_ms=settings.producer_linger_ms,
             acks="all" if transactional_id is not None or settings.producer_acks in ("all", "-1")
             else int(settings.producer_acks),
-            max_batch_size=1 << 20, client_id=client_id, **extra)
+            max_batch_size=1 << 20, client_id=client_id, **self._security, **extra)
 
     async def _start_transactional(self, transactional_id: str) -> AIOKafkaProducer:
         producer = self._new_producer(transactional_id, transactional_id)

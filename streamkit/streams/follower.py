@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
@@ -37,9 +39,11 @@ _MAX_RECORDS = 20_000
 class ChangelogFollower:
     """Applies the records of followed changelog partitions to their store partitions."""
 
-    def __init__(self, bootstrap: str, *, client_id: str, read_committed: bool = False) -> None:
+    def __init__(self, bootstrap: str, *, client_id: str, read_committed: bool = False,
+                 security: Mapping[str, Any] | None = None) -> None:
         # read_committed under exactly-once: a changelog's aborted writes never reach a store.
         self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                          **(security or {}),
                                           auto_offset_reset="earliest", client_id=client_id,
                                           isolation_level="read_committed" if read_committed else "read_uncommitted")
         self._parts: dict[TopicPartition, StorePartition] = {}

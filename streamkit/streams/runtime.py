@@ -48,12 +48,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 from aiokafka import AIOKafkaConsumer
 from aiokafka.abc import ConsumerRebalanceListener
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
-from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
+from aiokafka.errors import (
+    AuthenticationFailedError,
+    KafkaConnectionError,
+    KafkaError,
+    SaslAuthenticationFailed,
+    TopicAlreadyExistsError,
+    UnsupportedSaslMechanismError,
+)
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from streamkit import logfmt
 from streamkit.clients.errors import BrokerUnreachable
 from streamkit.clients.lifecycle import reporting_unreachable, unreachable
+from streamkit.clients.security import login_refused
 from streamkit.streams.agent import SKIPPED, Agent, AgentStream
 from streamkit.streams.assignor import StreamsAssignor
 from streamkit.streams.changelog import ChangelogReader
@@ -73,6 +81,7 @@ from streamkit.streams.partitioners import PartitionerDetector
 from streamkit.streams.processing import LateLog
 from streamkit.streams.progress import ProgressReporter
 from streamkit.streams.progress import Task as ProgressTask
+from streamkit.streams.settings import SettingsError
 from streamkit.streams.table import WindowedTable
 from streamkit.streams.task_manager import TaskManager
 from streamkit.streams.topic import Topic
@@ -146,6 +155,15 @@ GROUP_WAIT_LOG_MS = 3000
 LAG_CHECK_MS = 1000
 
 
+# What a client's start raises when the broker refuses its SASL login.
+_AUTHENTICATION_ERRORS = (SaslAuthenticationFailed, UnsupportedSaslMechanismError, AuthenticationFailedError)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
 class StartupError(RuntimeError):
     """The worker could not start (unreachable broker, bad topology); one-line message."""
 
@@ -202,6 +220,8 @@ class Runtime:
         self.app = app
         self.settings = app.settings
         self.bootstrap = broker
+        # aiokafka's security arguments (security.protocol, sasl.*, ssl.*) for every client.
+        self.client_security: dict[str, Any] = {}
         self.web_port = web_port if web_port is not None else self.settings.web_port
         self.gate = ProcessingGate()
         self.acks = AckTracker()
@@ -219,6 +239,7 @@ class Runtime:
         self._agent_tasks: list[asyncio.Task[None]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self.tasks = TaskManager(lambda: self.app.tables.values(), app_id=app.id, bootstrap=lambda: self.bootstrap,
+                                 security=lambda: self.client_security,
                                  read_committed=self.settings.exactly_once, on_failure=self._fail)
         # Reads of committed offsets for lag: stop() ends them before closing the consumer;
         # one still retrying afterwards reconnected through the closed client and leaked.
@@ -269,9 +290,15 @@ class Runtime:
         app = self.app
         if self.bootstrap is None:
             await self._start_embedded_broker()
+        else:
+            try:
+                self.client_security = self.settings.client_security()
+            except SettingsError as exc:
+                raise StartupError(str(exc)) from None
         assert self.bootstrap is not None
         app.runtime = self
-        self.collector = RecordCollector(self.bootstrap, self.settings, state_dir=app.state_dir)
+        self.collector = RecordCollector(self.bootstrap, self.settings, state_dir=app.state_dir,
+                                         security=self.client_security)
         await self.collector.start(self._connect)
         for table in app.tables.values():
             table.attach(self)
@@ -299,7 +326,7 @@ class Runtime:
         # no topics is refused by the client, which made such an app fail to start.
         if topics:
             self._consumer = AIOKafkaConsumer(
-                bootstrap_servers=self.bootstrap, group_id=app.id, client_id=client_id,
+                bootstrap_servers=self.bootstrap, group_id=app.id, client_id=client_id, **self.client_security,
                 enable_auto_commit=False, auto_offset_reset=self.settings.auto_offset_reset,
                 partition_assignment_strategy=(self._assignor,),
                 session_timeout_ms=self.settings.session_timeout_ms,
@@ -379,7 +406,14 @@ class Runtime:
                 with reporting_unreachable():
                     await start()
                 return
+            except _AUTHENTICATION_ERRORS as exc:
+                # A refused login does not get better by retrying: one line, at once.
+                raise StartupError(self._login_error(_first_line(exc))) from None
             except KafkaConnectionError as exc:
+                if self.client_security and self.bootstrap is not None:
+                    refused = await login_refused(self.bootstrap, self.client_security)
+                    if refused is not None:
+                        raise StartupError(self._login_error(refused)) from None
                 error: Exception = exc
                 if not isinstance(exc, BrokerUnreachable) and self.bootstrap is not None:
                     error = await unreachable(self.bootstrap)  # a client's own start() says less
@@ -389,6 +423,11 @@ class Runtime:
                 log.warning("%s; retrying in %.1fs", error, min(delay, left))
                 await asyncio.sleep(min(delay, left))
                 delay = min(delay * 2, 5.0)
+
+    def _login_error(self, reason: str) -> str:
+        s = self.settings
+        who = f" as {s.sasl_username} ({s.sasl_mechanism})" if s.security_protocol.startswith("SASL_") else ""
+        return f"cannot connect to {self.bootstrap} over {s.security_protocol}{who}: {reason}"
 
     async def _start_embedded_broker(self) -> None:
         from streamkit.broker.config import BrokerConfig
@@ -468,7 +507,8 @@ class Runtime:
                     await asyncio.to_thread(prepare, topic.name, is_key)
 
     async def _create_topics(self) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.app.id}-admin")
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.app.id}-admin",
+                                    **self.client_security)
         try:
             await self._connect(functools.partial(start_client, admin))
             existing = set(await admin.list_topics())
@@ -922,7 +962,7 @@ class Runtime:
         """A reader of one changelog partition (table restores); the test driver's reads memory."""
         assert self.bootstrap is not None
         return ChangelogReader(self.bootstrap, topic, partition, client_id=client_id, chunk_records=chunk_records,
-                               read_committed=read_committed)
+                               read_committed=read_committed, security=self.client_security)
 
     async def send(self, topic: Topic, key: Any, value: Any, *, headers: Any = None, timestamp: int | None = None,
                    partition: int | None = None) -> tuple[int, int]:
@@ -1002,7 +1042,8 @@ class Runtime:
         if not wanted:
             return
         if self._admin is None:
-            self._admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.app.id}-admin")
+            self._admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.app.id}-admin",
+                                    **self.client_security)
             await start_client(self._admin)
         try:
             await self._admin.delete_records({TopicPartition(*tp): RecordsToDelete(o) for tp, o in wanted.items()})

@@ -123,6 +123,26 @@ class AppSettings(BaseModel):
     bootstrap_timeout_ms: int = Field(default=60000, alias="bootstrap.timeout.ms", ge=0,
         description='How long a worker retries an unreachable broker at start before ending with a one-line error.')
 
+    # Kafka's client security settings (librdkafka's names), for every client the worker
+    # creates; streamkit.clients.security turns them into aiokafka's arguments.
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT", alias="security.protocol",
+        description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL: how every client of the worker reaches the brokers.")
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        default="PLAIN", alias="sasl.mechanism", description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.")
+    sasl_username: str | None = Field(default=None, alias="sasl.username", description="The SASL user.")
+    sasl_password: str | None = Field(default=None, alias="sasl.password", repr=False,
+        description="The SASL user's password.")
+    sasl_jaas_config: str | None = Field(default=None, alias="sasl.jaas.config", repr=False,
+        description='Instead of sasl.username and sasl.password: a PlainLoginModule or ScramLoginModule line with username="..." password="...".')
+    ssl_ca_location: str | None = Field(default=None, alias="ssl.ca.location",
+        validation_alias=AliasChoices("ssl.ca.location", "ssl.truststore.location", "ssl_ca_location"),
+        description="PEM file of the CAs that signed the brokers' certificates (ssl.truststore.location is accepted too).")
+    ssl_certificate_location: str | None = Field(default=None, alias="ssl.certificate.location",
+        description="PEM client certificate, for mutual TLS.")
+    ssl_key_location: str | None = Field(default=None, alias="ssl.key.location",
+        description="PEM private key of ssl.certificate.location.")
+
     @model_validator(mode="after")
     def _exactly_once_commit_interval(self) -> AppSettings:
         """Kafka Streams' default commit.interval.ms is 100 under exactly-once: outputs are
@@ -174,6 +194,18 @@ class AppSettings(BaseModel):
         names = _canonical_names()
         values.update({names.get(k, k): v for k, v in overrides.items()})
         return AppSettings.build(values)
+
+    def client_security(self) -> dict[str, Any]:
+        """aiokafka's security arguments for these settings ({} for PLAINTEXT); a bad
+        combination (SASL without a user, a missing PEM file) raises ``SettingsError``."""
+        from streamkit.clients.errors import ClientError
+        from streamkit.clients.security import SECURITY_SETTINGS, aiokafka_security
+
+        values = self.model_dump(by_alias=True)
+        try:
+            return aiokafka_security({k: v for k, v in values.items() if k in SECURITY_SETTINGS})
+        except ClientError as exc:
+            raise SettingsError(str(exc)) from None
 
     @property
     def exactly_once(self) -> bool:

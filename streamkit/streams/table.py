@@ -67,6 +67,9 @@ if TYPE_CHECKING:
         def bootstrap(self) -> str | None: ...
 
         @property
+        def client_security(self) -> dict[str, Any]: ...
+
+        @property
         def progress(self) -> ProgressReporter: ...
 
         def partitioning(self, topic: str) -> PartitionerDetector: ...
@@ -771,7 +774,8 @@ class GlobalTable(Table):
         runtime = self._runtime
         assert runtime is not None and runtime.bootstrap is not None and self._store is not None
         follower = ChangelogFollower(runtime.bootstrap, client_id=f"{self.app.id}-global",
-                                     read_committed=runtime.settings.exactly_once)
+                                     read_committed=runtime.settings.exactly_once,
+                                     security=runtime.client_security)
         self._follower = follower
         await follower.start()
         for p in range(self.partitions):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.structs import TopicPartition
@@ -43,10 +43,11 @@ class TaskManager:
     restore is reported to ``on_failure`` (the runtime stops the worker)."""
 
     def __init__(self, tables: Callable[[], Iterable[Table]], *, app_id: str, bootstrap: Callable[[], str | None],
-                 read_committed: bool, on_failure: Callable[[BaseException], None]) -> None:
+                 security: Callable[[], Mapping[str, Any]], read_committed: bool, on_failure: Callable[[BaseException], None]) -> None:
         self._tables = tables
         self._app_id = app_id
         self._bootstrap = bootstrap
+        self._security = security
         self._read_committed = read_committed
         self._on_failure = on_failure
         self.restores: dict[int, asyncio.Task[None]] = {}
@@ -155,7 +156,7 @@ class TaskManager:
             if not standby or self.stopping or bootstrap is None:
                 return
             follower = ChangelogFollower(bootstrap, client_id=f"{self._app_id}-standby",
-                                         read_committed=self._read_committed)
+                                         read_committed=self._read_committed, security=self._security())
             await follower.start()
             self._standby_follower = follower
         for table in self.local_tables():

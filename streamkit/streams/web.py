@@ -75,6 +75,9 @@ class Runtime(Protocol):
     def bootstrap(self) -> str | None: ...
 
     @property
+    def client_security(self) -> dict[str, Any]: ...
+
+    @property
     def assigned(self) -> set[tuple[str, int]]: ...
 
     @property
@@ -300,7 +303,7 @@ class WebServer:
     async def _members(self) -> list[tuple[str, set[int]]]:
         """The web address and active tasks of each member of the app's group."""
         rt = self.runtime
-        admin = AIOKafkaAdminClient(bootstrap_servers=rt.bootstrap)
+        admin = AIOKafkaAdminClient(bootstrap_servers=rt.bootstrap, **rt.client_security)
         try:
             await start_client(admin)
             described = await admin.describe_consumer_groups([rt.app.id])
