@@ -84,7 +84,7 @@ def dump_log(
     records: bool = typer.Option(False, "--records", help="Decode and print every record."),
     limit: int = typer.Option(50, "--limit", metavar="N", help="Print at most this many records."),
 ) -> None:
-    """Inspect a partition directory on disk (like kafka-dump-log.sh)."""
+    """Inspect a partition directory on disk. Like kafka-dump-log.sh."""
     if not path.exists():
         raise _fail(f"{path} does not exist")
     directory = path if path.is_dir() else path.parent
@@ -158,7 +158,7 @@ topics_app = _typer(help="Create, list, describe, delete and configure topics.")
 groups_app = _typer(help="List and describe consumer groups; reset their offsets.")
 app.add_typer(topics_app, name="topics")
 app.add_typer(groups_app, name="groups")
-users_app = _typer(help="Create, describe and delete SCRAM users (SCRAM-SHA-256, SCRAM-SHA-512).")
+users_app = _typer(help="Create, describe and delete SCRAM users. SCRAM-SHA-256 and SCRAM-SHA-512.")
 app.add_typer(users_app, name="users")
 acls_app = _typer(help="Add, list and remove ACLs (as kafka-acls.sh does).")
 app.add_typer(acls_app, name="acls")
@@ -235,7 +235,7 @@ def users_create(
     command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
-    """Create a SCRAM user, or change its password (AlterUserScramCredentials)."""
+    """Create a SCRAM user, or change its password. AlterUserScramCredentials."""
     from streamkit.clients.users import create_user
 
     config = _pairs(client_config, "--client-config")
@@ -251,7 +251,7 @@ def users_describe(
     command_config: Path | None = CommandConfigOption,
     bootstrap: str = BootstrapOption,
 ) -> None:
-    """Show users' SCRAM mechanisms and iterations (never a password or hash)."""
+    """Show users' SCRAM mechanisms and iterations. Never a password or hash."""
     from streamkit.clients.users import describe_users
 
     config = _pairs(client_config, "--client-config")
@@ -894,7 +894,7 @@ def console_command(
         pass
 
 
-connect_app = _typer(help="Run Kafka Connect workers: JSON connector configs, REST API.")
+connect_app = _typer(help="Run Kafka Connect workers (JSON configs, REST API).")
 app.add_typer(connect_app, name="connect")
 
 
@@ -967,7 +967,7 @@ def schema_registry(
                                            help="Write the bound port here once serving."),
     loglevel: str = typer.Option("info", "--loglevel", metavar="LEVEL", help="debug, info, warning or error."),
 ) -> None:
-    """Run a Confluent-compatible Schema Registry (Avro, JSON Schema, Protobuf) on a broker."""
+    """Run a Confluent-compatible Schema Registry. Avro, JSON Schema and Protobuf, stored on a broker."""
     from streamkit.broker.config import read_properties
     from streamkit.log.errors import ConfigError
     from streamkit.schemas import RegistryConfig, RegistryConfigError, run_schema_registry
@@ -985,7 +985,7 @@ def schema_registry(
         raise _fail(str(exc)) from None
 
 
-schemas_app = _typer(help="List, read, register and check schemas in a Schema Registry.")
+schemas_app = _typer(help="List, read, register and check registry schemas.")
 app.add_typer(schemas_app, name="schemas")
 RegistryOption = typer.Option(
     "http://127.0.0.1:8081", "--schema-registry", "-r", metavar="URL", envvar="STREAMKIT_SCHEMA_REGISTRY_URL",
@@ -1044,7 +1044,7 @@ def schemas_get(
     schema_id: int | None = typer.Option(None, "--id", metavar="ID", help="A schema by its id instead."),
     registry: str = RegistryOption,
 ) -> None:
-    """Print a schema: a subject's version, or the schema with an id (JSON schemas indented)."""
+    """Print a subject's version, or the schema with an id. JSON schemas are indented."""
     import contextlib
     import json
 
@@ -1071,7 +1071,7 @@ def schemas_register(
                                            help="avro, json or protobuf."),
     registry: str = RegistryOption,
 ) -> None:
-    """Register FILE under SUBJECT (checked against the subject's compatibility level); print its id."""
+    """Register FILE under SUBJECT and print its id. It is checked against the subject's compatibility level first."""
     text, kind = _schema_file(path, schema_type)
     schema_id = _registry_call(registry, lambda client: client.register(subject, text, kind))
     console.print(schema_id)
@@ -1079,14 +1079,14 @@ def schemas_register(
 
 @schemas_app.command("check")
 def schemas_check(
-    subject: str = typer.Argument(..., metavar="SUBJECT"),
+    subject: str = typer.Argument(..., metavar="SUBJECT", help="The subject to check against."),
     path: Path = typer.Argument(..., metavar="FILE", help="The schema: .avsc, .json or .proto."),
     schema_type: str | None = typer.Option(None, "--type", metavar="TYPE", show_default="by the file's suffix",
                                            help="avro, json or protobuf."),
     version: str = typer.Option("latest", "--version", metavar="V", help="Check against this version."),
     registry: str = RegistryOption,
 ) -> None:
-    """Whether FILE may be registered under SUBJECT: exit 0 if compatible, 1 with the reasons if not."""
+    """Check that FILE may be registered under SUBJECT. Exit 0 if compatible, 1 with the reasons if not."""
     text, kind = _schema_file(path, schema_type)
     problems = _registry_call(registry, lambda client: client.check(subject, text, kind, version))
     if not problems:
