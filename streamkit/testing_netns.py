@@ -88,6 +88,7 @@ class Host:
         self.address = address
         self.link = link  # the bridge end of the veth pair, in the caller's namespace
         self.is_cut = False
+        self.processes: list[subprocess.Popen[Any]] = []
 
     @property
     def prefix(self) -> list[str]:
@@ -104,7 +105,9 @@ class Host:
     def popen(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
         """``subprocess.Popen`` on this host (``ip netns exec`` execs the command: the
         Popen's pid is the command's own, so signals reach it)."""
-        return subprocess.Popen(self.command(argv), **kwargs)
+        process = subprocess.Popen(self.command(argv), **kwargs)
+        self.processes.append(process)
+        return process
 
     def cut(self) -> None:
         """Partition this host from every other one and from the caller."""
@@ -170,6 +173,11 @@ class Network:
     def destroy(self) -> None:
         """Remove the namespaces (SIGKILLing what still runs in them), links and bridge."""
         for host in self.hosts.values():
+            # A process started a moment ago may not have entered the namespace yet, so
+            # `ip netns pids` would miss it: the ones started here are killed by pid too.
+            for process in host.processes:
+                if process.poll() is None:
+                    process.kill()
             _remove_namespace(host.namespace, kill=True)
             _ip("link", "del", host.link, check=False)  # normally gone with its peer
         self.hosts.clear()

@@ -276,10 +276,13 @@ def test_transactions_survive_the_loss_of_their_coordinator(cluster: BrokerClust
     txns.check(cluster.bootstrap)
 
 
-def _distinct_leaders(cluster: BrokerCluster, topic: str) -> dict[int, int]:
-    leaders = eventually(lambda: {p: s["leader"] for p, s in partitions_of(cluster.bootstrap, topic).items()
-                                  if s["leader"] >= 0}, f"{topic}'s leaders")
-    return dict(leaders)
+def _leaders(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, int]:
+    """Every partition's leader, once the metadata names one for each (a partition just
+    created, or one whose leader is not yet confirmed, has leader -1 for a while)."""
+    def known() -> dict[int, int]:
+        leaders = {p: s["leader"] for p, s in partitions_of(cluster.bootstrap, topic).items() if s["leader"] >= 0}
+        return leaders if len(leaders) == partitions else {}
+    return dict(eventually(known, f"{topic}'s leaders"))
 
 
 def test_a_transaction_over_partitions_led_by_different_brokers(cluster: BrokerCluster) -> None:
@@ -289,14 +292,14 @@ def test_a_transaction_over_partitions_led_by_different_brokers(cluster: BrokerC
     topic, source, txn_id = "txn-spread", "txn-source", "txn-spread-1"
     create_topic(cluster.bootstrap, topic, partitions=3, replication=3)
     create_topic(cluster.bootstrap, source, partitions=1, replication=3)
-    leaders = _distinct_leaders(cluster, topic)
+    leaders = _leaders(cluster, topic, 3)
     assert len(set(leaders.values())) == 3, leaders
     producer = _txn_producer(cluster.bootstrap, txn_id)
     txn_coordinator = _coordinator(cluster, txn_id, TRANSACTION)
     _coordinator(cluster, "any-group")  # __consumer_offsets exists
-    offsets_leaders = {p: s["leader"] for p, s in partitions_of(cluster.bootstrap, "__consumer_offsets").items()}
+    offsets_leaders = _leaders(cluster, "__consumer_offsets", INTERNAL_PARTITIONS)
     group = next(g for g in (f"spread-group-{i}" for i in range(200))
-                 if offsets_leaders[partition_for_group(g, INTERNAL_PARTITIONS)] not in (txn_coordinator, -1))
+                 if offsets_leaders[partition_for_group(g, INTERNAL_PARTITIONS)] != txn_coordinator)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
                          **QUIET})
     txns = Transactions(producer, topic, History())
