@@ -32,7 +32,7 @@ import httpx
 import orjson
 from pydantic import BaseModel
 
-__all__ = ["AvroSerde", "JsonSchemaSerde", "SchemaRegistrationError", "avro_schema_for"]
+__all__ = ["AvroSerde", "JsonSchemaSerde", "RegistrySerde", "SchemaRegistrationError", "avro_schema_for"]
 
 _HEADER = struct.Struct(">bI")
 _MAGIC = 0
@@ -97,12 +97,15 @@ def avro_schema_for(model: type[BaseModel], namespace: str | None = None) -> dic
     return dict(_record(model, set(), namespace or model.__module__.replace("_", "")))
 
 
-class _RegistrySerde(abc.ABC):
+class RegistrySerde(abc.ABC):
+    """What the registry serdes share: registration under the subject at start, the
+    wire-format header, and the registry's answers."""
+
     schema_type = ""
 
-    def __init__(self, model: type[BaseModel], registry_url: str, *, subject: str | None = None,
+    def __init__(self, name: str, registry_url: str, *, subject: str | None = None,
                  auto_register: bool = True) -> None:
-        self.model = model
+        self.name = name
         self.registry_url = registry_url.rstrip("/")
         self.subject = subject
         self.auto_register = auto_register
@@ -113,6 +116,10 @@ class _RegistrySerde(abc.ABC):
     @abc.abstractmethod
     def schema_text(self) -> str:
         """The schema registered for the model, in this format."""
+
+    def registration(self) -> dict[str, Any]:
+        """The body registered (or looked up) under the subject."""
+        return {"schema": self.schema_text(), "schemaType": self.schema_type}
 
     def _http(self, method: str, path: str, body: Any = None) -> Any:
         try:
@@ -129,12 +136,15 @@ class _RegistrySerde(abc.ABC):
         """Register (or, with ``auto_register=False``, look up) the schema under the topic's
         subject; raises SchemaRegistrationError when the registry refuses it."""
         subject = self.subject or f"{topic}-{'key' if is_key else 'value'}"
-        body = {"schema": self.schema_text(), "schemaType": self.schema_type}
+        try:
+            body = self.registration()
+        except SchemaRegistrationError as exc:
+            raise SchemaRegistrationError(f"{self.name} cannot be used for subject {subject}: {exc}") from None
         path = f"/subjects/{subject}/versions" if self.auto_register else f"/subjects/{subject}"
         try:
             answer = self._http("POST", path, body)
         except SchemaRegistrationError as exc:
-            raise SchemaRegistrationError(f"{self.model.__name__} cannot be used for subject {subject}: "
+            raise SchemaRegistrationError(f"{self.name} cannot be used for subject {subject}: "
                                           f"{str(exc).removeprefix('schema registry: ')}") from None
         with self._lock:
             self.subject = subject
@@ -142,7 +152,7 @@ class _RegistrySerde(abc.ABC):
 
     def _header(self) -> bytes:
         if self.schema_id is None:
-            raise SchemaRegistrationError(f"{type(self).__name__}({self.model.__name__}) is not registered yet: "
+            raise SchemaRegistrationError(f"{type(self).__name__}({self.name}) is not registered yet: "
                                           "use it as a topic's value_type (the worker prepares it) or call "
                                           "prepare(topic, is_key)")
         return _HEADER.pack(_MAGIC, self.schema_id)
@@ -154,12 +164,13 @@ class _RegistrySerde(abc.ABC):
         return _HEADER.unpack_from(data)[1], memoryview(data)[_HEADER.size:]
 
 
-class AvroSerde(_RegistrySerde):
+class AvroSerde(RegistrySerde):
     schema_type = "AVRO"
 
     def __init__(self, model: type[BaseModel], registry_url: str, *, subject: str | None = None,
                  auto_register: bool = True) -> None:
-        super().__init__(model, registry_url, subject=subject, auto_register=auto_register)
+        super().__init__(model.__name__, registry_url, subject=subject, auto_register=auto_register)
+        self.model = model
         self.schema = avro_schema_for(model)
         self._parsed = fastavro.parse_schema(self.schema)
         # model_dump's values go to fastavro as they are, unless an enum or a Decimal needs
@@ -212,8 +223,13 @@ def _avro_values(value: Any) -> Any:
     return value
 
 
-class JsonSchemaSerde(_RegistrySerde):
+class JsonSchemaSerde(RegistrySerde):
     schema_type = "JSON"
+
+    def __init__(self, model: type[BaseModel], registry_url: str, *, subject: str | None = None,
+                 auto_register: bool = True) -> None:
+        super().__init__(model.__name__, registry_url, subject=subject, auto_register=auto_register)
+        self.model = model
 
     def schema_text(self) -> str:
         return orjson.dumps(self.model.model_json_schema()).decode()
