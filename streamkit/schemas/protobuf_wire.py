@@ -36,7 +36,7 @@ from google.protobuf.message import Message
 from streamkit.schemas.client import RegistryClient, RegistryClientError
 from streamkit.schemas.protobuf_descriptor import proto_to_descriptor
 
-__all__ = ["ProtobufTypes", "build_file", "decode_indexes", "encode_indexes", "file_descriptor_proto", "message_indexes"]
+__all__ = ["COMMON_FILES", "ProtobufTypes", "build_file", "decode_indexes", "encode_indexes", "file_descriptor_proto", "message_indexes"]
 
 
 def _zigzag(value: int) -> int:
@@ -133,16 +133,44 @@ def build_file(files: list[descriptor_pb2.FileDescriptorProto]) -> FileDescripto
         raise ValueError(f"{files[-1].name} cannot be built: {exc}") from None
 
 
+def _common_file(name: str, package: str, message: str, fields: list[tuple[str, int]]) -> descriptor_pb2.FileDescriptorProto:
+    file = descriptor_pb2.FileDescriptorProto(name=name, package=package, syntax="proto3")
+    out = file.message_type.add(name=message)
+    for number, (field_name, kind) in enumerate(fields, 1):
+        out.field.add(name=field_name, number=number, type=kind, label=_F.LABEL_OPTIONAL)
+    return file
+
+
+_F = descriptor_pb2.FieldDescriptorProto
+# The types Confluent's clients know without a reference, besides google/protobuf/*: the
+# logical types of its ProtobufConverter.
+COMMON_FILES = {
+    "confluent/type/decimal.proto": _common_file("confluent/type/decimal.proto", "confluent.type", "Decimal", [
+        ("value", _F.TYPE_BYTES), ("precision", _F.TYPE_UINT32), ("scale", _F.TYPE_INT32)]),
+    "google/type/date.proto": _common_file("google/type/date.proto", "google.type", "Date", [
+        ("year", _F.TYPE_INT32), ("month", _F.TYPE_INT32), ("day", _F.TYPE_INT32)]),
+    "google/type/timeofday.proto": _common_file("google/type/timeofday.proto", "google.type", "TimeOfDay", [
+        ("hours", _F.TYPE_INT32), ("minutes", _F.TYPE_INT32), ("seconds", _F.TYPE_INT32), ("nanos", _F.TYPE_INT32)]),
+}
+
+
+def _known(name: str) -> descriptor_pb2.FileDescriptorProto | None:
+    try:
+        known = descriptor_pool.Default().FindFileByName(name)
+    except KeyError:
+        return COMMON_FILES.get(name)
+    proto = descriptor_pb2.FileDescriptorProto()
+    known.CopyToProto(proto)
+    return proto
+
+
 def _add(pool: descriptor_pool.DescriptorPool, file: descriptor_pb2.FileDescriptorProto, added: set[str]) -> None:
     for dependency in file.dependency:
         if dependency not in added:
-            try:
-                known = descriptor_pool.Default().FindFileByName(dependency)
-            except KeyError:
+            proto = _known(dependency)
+            if proto is None:
                 raise ValueError(f"{file.name} imports {dependency}, which is neither a reference "
-                                 "nor a well-known type") from None
-            proto = descriptor_pb2.FileDescriptorProto()
-            known.CopyToProto(proto)
+                                 "nor a well-known type")
             _add(pool, proto, added)
     if file.name not in added:
         pool.Add(file)
