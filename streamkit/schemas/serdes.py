@@ -11,7 +11,11 @@ resolution (the writer's schema, fetched by id, read as the model's).
 ``JsonSchemaSerde(Model, url)`` does the same with the model's JSON Schema.
 
 Pass one as a topic's ``value_type`` or ``key_type``: ``app.topic("users",
-value_type=AvroSerde(User, url))``; the worker calls ``prepare(topic, is_key)`` at start.
+value_type=AvroSerde(User, url))``, or a table's: ``app.Table("users", value_type=...)``;
+the worker calls ``prepare(topic, is_key)`` at start for each topic the serde writes: the
+topic, the repartition topic of a stream re-keyed from it, a table's changelog (under the
+subject ``{changelog topic}-value``), so internal topics carry the same wire format as the
+app's own and any registry-aware client reads them.
 """
 
 from __future__ import annotations
@@ -108,6 +112,9 @@ class RegistrySerde(abc.ABC):
         self.name = name
         self.registry_url = registry_url.rstrip("/")
         self.subject = subject
+        # every subject the schema is registered under: one serde may write several topics
+        # (a topic, the repartition topic of a stream read from it, a table's changelog)
+        self.subjects: list[str] = []
         self.auto_register = auto_register
         self.schema_id: int | None = None
         self._lock = threading.Lock()
@@ -147,7 +154,7 @@ class RegistrySerde(abc.ABC):
             raise SchemaRegistrationError(f"{self.name} cannot be used for subject {subject}: "
                                           f"{str(exc).removeprefix('schema registry: ')}") from None
         with self._lock:
-            self.subject = subject
+            self.subjects.append(subject)
             self.schema_id = int(answer["id"])
 
     def _header(self) -> bytes:
