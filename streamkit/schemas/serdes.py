@@ -198,6 +198,8 @@ class AvroSerde(RegistrySerde):
 
     def loads(self, data: bytes) -> Any:
         schema_id, body = self._split(data)
+        if schema_id == self.schema_id:  # written with the model's own schema: nothing to resolve
+            return self.model.model_validate(fastavro.schemaless_reader(io.BytesIO(body), self._parsed, None))
         writer = self._writers.get(schema_id)
         if writer is None:
             text = self._http("GET", f"/schemas/ids/{schema_id}")["schema"]
