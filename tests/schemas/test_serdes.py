@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pydantic import BaseModel
 
@@ -185,3 +186,26 @@ def test_json_schema_serde_with_confluent_wire_format(registry: SchemaRegistryPr
     registered: Any = SchemaRegistryClient({"url": registry.url}).get_latest_version(f"{topic}-value")
     assert registered.schema.schema_type == "JSON"
     assert json.loads(registered.schema.schema_str)["title"] == "User"
+
+
+def test_json_schema_serde_against_confluent_json_serdes(broker: BrokerProcess, registry: SchemaRegistryProcess
+                                                         ) -> None:
+    """Both directions through the broker: confluent-kafka's JSONSerializer writes, the
+    serde reads into the model; the serde writes, confluent-kafka's JSONDeserializer reads
+    (and validates against the schema the serde registered)."""
+    topic = f"json-both-{uuid.uuid4().hex[:8]}"
+    sr = SchemaRegistryClient({"url": registry.url})
+    serde = JsonSchemaSerde(User, registry.url)
+    serde.prepare(topic, is_key=False)
+    theirs = JSONSerializer(serde.schema_text(), sr)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, theirs({"id": 1, "name": "from confluent", "tier": "PRO"}, ctx))
+    producer.produce(topic, serde.dumps(User(id=2, name="from streamkit")))
+    assert producer.flush(30) == 0
+    raw = _consume(broker.bootstrap, topic, 2)
+    assert [serde.loads(r) for r in raw] == [User(id=1, name="from confluent", tier=Tier.PRO),
+                                             User(id=2, name="from streamkit")]
+    read = JSONDeserializer(None, schema_registry_client=sr)
+    assert [read(r, ctx) for r in raw][1] == {"id": 2, "name": "from streamkit", "email": None, "tier": "FREE"}
+    assert {int.from_bytes(r[1:5], "big") for r in raw} == {serde.schema_id}
