@@ -28,7 +28,7 @@ from streamkit.schemas.serdes import SchemaRegistrationError
 from streamkit.streams.agent import AgentStream
 from streamkit.streams.app import App
 from streamkit.testing import BrokerProcess, SchemaRegistryProcess
-from tests.schemas.test_serdes import FAST, _consume
+from tests.schemas.test_serdes import FAST, _consume, refused_start
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -142,17 +142,7 @@ async def test_a_protobuf_change_that_breaks_compatibility_refuses_the_start(
     pool.Add(file)
     changed = message_factory.GetMessageClass(pool.FindMessageTypeByName("kinds.Receipt"))
 
-    app = App(f"kinds-{uuid.uuid4().hex[:8]}", broker=broker.bootstrap, data_dir=tmp_path / "app", config=FAST)
-    kinds = app.topic(topic, value_type=ProtobufSerde(changed, registry.url))
-
-    @app.agent(kinds)
-    async def ignore(stream: AgentStream) -> None:
-        async for _ in stream:
-            pass
-
-    with pytest.raises(SchemaRegistrationError) as refused:
-        await app.start()
-    message_text = str(refused.value)
+    message_text = await refused_start(broker, tmp_path, topic, ProtobufSerde(changed, registry.url))
     assert f"subject {topic}-value" in message_text and "kinds.Receipt.text = 2" in message_text
     assert "FIELD_SCALAR_KIND_CHANGED" in message_text or "FIELD_KIND_CHANGED" in message_text
 

@@ -149,6 +149,21 @@ async def test_app_reads_and_writes_confluent_avro(broker: BrokerProcess, regist
     assert int.from_bytes(raw[0][1:5], "big") == sr.get_latest_version(f"{sink}-value").schema_id
 
 
+async def refused_start(broker: BrokerProcess, tmp_path: Path, topic: str, serde: Any) -> str:
+    """Start an app reading ``topic`` with ``serde``: the start must be refused; its message."""
+    app = App(f"refused-{uuid.uuid4().hex[:8]}", broker=broker.bootstrap, data_dir=tmp_path / "app", config=FAST)
+    source = app.topic(topic, value_type=serde)
+
+    @app.agent(source)
+    async def ignore(stream: AgentStream) -> None:
+        async for _ in stream:
+            pass
+
+    with pytest.raises(SchemaRegistrationError) as refused:
+        await app.start()
+    return str(refused.value)
+
+
 async def test_an_incompatible_model_refuses_the_start(broker: BrokerProcess, registry: SchemaRegistryProcess,
                                                        tmp_path: Path) -> None:
     topic = f"accounts-{uuid.uuid4().hex[:8]}"
@@ -159,17 +174,7 @@ async def test_an_incompatible_model_refuses_the_start(broker: BrokerProcess, re
         name: str
         balance: int
 
-    app = App(f"accounts-{uuid.uuid4().hex[:8]}", broker=broker.bootstrap, data_dir=tmp_path / "app", config=FAST)
-    accounts = app.topic(topic, value_type=AvroSerde(User, registry.url))
-
-    @app.agent(accounts)
-    async def ignore(stream: AgentStream) -> None:
-        async for _ in stream:
-            pass
-
-    with pytest.raises(SchemaRegistrationError) as refused:
-        await app.start()
-    message = str(refused.value)
+    message = await refused_start(broker, tmp_path, topic, AvroSerde(User, registry.url))
     assert f"subject {topic}-value" in message and "'balance'" in message
     assert "READER_FIELD_MISSING_DEFAULT_VALUE" in message
 
