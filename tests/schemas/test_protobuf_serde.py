@@ -202,3 +202,42 @@ def test_produce_and_consume_protobuf(broker: BrokerProcess, registry: SchemaReg
     decode = ProtobufDeserializer(order, CONF, schema_registry_client=SchemaRegistryClient({"url": registry.url}))
     got = [decode(r, SerializationContext(sink, MessageField.VALUE)) for r in raw]
     assert [(o.id, o.item, list(o.tags)) for o in got] == [(5, "cake", []), (6, "", ["a", "b"])]
+
+
+def test_imports_are_registered_as_references(registry: SchemaRegistryProcess) -> None:
+    """A message whose file imports another of the user's files: the import is registered
+    under its file name (a subject with a slash) and referenced, by the serde as by
+    confluent-kafka's serializer; readers that build classes from the registry resolve it."""
+    from streamkit.connect.converters import make_converter
+
+    package = f"refs{uuid.uuid4().hex[:8]}"
+    common = descriptor_pb2.FileDescriptorProto(name=f"{package}/common.proto", package=package, syntax="proto3")
+    money = common.message_type.add(name="Money")
+    _field(money, "cents", 1, _F.TYPE_INT64)
+    orders = descriptor_pb2.FileDescriptorProto(name=f"{package}/orders.proto", package=package, syntax="proto3",
+                                                dependency=[common.name])
+    order = orders.message_type.add(name="Order")
+    _field(order, "id", 1, _F.TYPE_STRING)
+    _field(order, "price", 2, _F.TYPE_MESSAGE, f".{package}.Money")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(common)
+    pool.Add(orders)
+    order_class = message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.Order"))
+    sr = SchemaRegistryClient({"url": registry.url})
+
+    topic = f"pb-refs-{package}"
+    serde = ProtobufSerde(order_class, registry.url)
+    serde.prepare(topic, is_key=False)
+    ours = serde.dumps(order_class(id="a", price={"cents": 250}))
+    latest = sr.get_latest_version(f"{topic}-value")
+    assert [(r.name, r.subject) for r in latest.schema.references] == [(common.name, common.name)]
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    read = ProtobufDeserializer(order_class, CONF, schema_registry_client=sr)
+    assert read(ours, ctx).price.cents == 250
+    # what confluent-kafka writes, read as Connect data: the reference is fetched and built
+    theirs = ProtobufSerializer(order_class, sr, CONF)(order_class(id="b", price={"cents": 99}), ctx)
+    converter = make_converter("io.confluent.connect.protobuf.ProtobufConverter",
+                               {"schema.registry.url": registry.url}, False)
+    schema, value = converter.to_connect_data(topic, theirs)
+    assert value == {"id": "b", "price": {"cents": 99}}
+    assert schema is not None and schema.field("price") is not None
