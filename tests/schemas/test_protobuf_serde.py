@@ -10,7 +10,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from streamkit.schemas.serdes import SchemaRegistrationError
 from streamkit.streams.agent import AgentStream
 from streamkit.streams.app import App
 from streamkit.testing import BrokerProcess, SchemaRegistryProcess
-from tests.schemas.test_serdes import FAST, _consume, refused_start
+from tests.schemas.test_serdes import FAST, _consume, refused_start, run_until_seen
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -104,15 +103,7 @@ async def test_app_reads_and_writes_confluent_protobuf(broker: BrokerProcess, re
             text = f"{placed.item} at {placed.placed.ToMilliseconds()} {list(placed.tags)}"
             await receipts.send(receipt(order_id=placed.id, text=text), key=str(placed.id))
 
-    runtime = await app.start()
-    try:
-        deadline = time.monotonic() + 60
-        while len(seen) < 3:
-            assert runtime.failure is None, runtime.failure
-            assert time.monotonic() < deadline, f"the app saw {seen}"
-            await asyncio.sleep(0.05)
-    finally:
-        await asyncio.wait_for(runtime.stop(), 60)
+    await run_until_seen(app, seen, 3)
     assert sorted((o.id, o.item, list(o.tags)) for o in seen) == [(i, f"item {i}", ["a", str(i)]) for i in range(3)]
     # the app's Order is the schema confluent-kafka registered: the same id, no new version
     assert [v for v in sr.get_versions(f"{source}-value")] == [1]

@@ -128,15 +128,7 @@ async def test_app_reads_and_writes_confluent_avro(broker: BrokerProcess, regist
             seen.append(user)
             await greetings.send(Greeting(user_id=user.id, text=f"hello {user.name}"), key=str(user.id))
 
-    runtime = await app.start()
-    try:
-        deadline = time.monotonic() + 60
-        while len(seen) < 3:
-            assert runtime.failure is None, runtime.failure
-            assert time.monotonic() < deadline, f"the app saw {seen}"
-            await asyncio.sleep(0.05)
-    finally:
-        await asyncio.wait_for(runtime.stop(), 60)
+    await run_until_seen(app, seen, 3)
     # v1 records read as the app's model: the fields v1 lacks take their defaults
     assert sorted(seen, key=lambda u: u.id) == [User(id=i, name=f"user {i}") for i in range(3)]
     # the app registered its model as version 2 of the subject (BACKWARD compatible)
@@ -147,6 +139,19 @@ async def test_app_reads_and_writes_confluent_avro(broker: BrokerProcess, regist
     assert sorted(decoded, key=lambda g: g["user_id"]) == [
         {"user_id": i, "text": f"hello user {i}"} for i in range(3)]
     assert int.from_bytes(raw[0][1:5], "big") == sr.get_latest_version(f"{sink}-value").schema_id
+
+
+async def run_until_seen(app: App, seen: list[Any], count: int) -> None:
+    """Run ``app`` until its agent has appended ``count`` values to ``seen``; then stop it."""
+    runtime = await app.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < count:
+            assert runtime.failure is None, runtime.failure
+            assert time.monotonic() < deadline, f"the app saw {seen}"
+            await asyncio.sleep(0.05)
+    finally:
+        await asyncio.wait_for(runtime.stop(), 60)
 
 
 async def refused_start(broker: BrokerProcess, tmp_path: Path, topic: str, serde: Any) -> str:
