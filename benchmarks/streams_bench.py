@@ -72,9 +72,17 @@ of results and the sum of their counts are known from the generated data, and sh
 Targets: streamkit >= 10x faust-streaming, >= 3x quixstreams, >= 100,000 events/s; restore
 >= 500,000 changelog records/s.
 
+``--format avro`` (issue 21): a ``streamkit schema-registry`` joins the broker, the same events
+are produced a second time to ``events-avro`` as Avro in the registry's wire format (by
+confluent-kafka's AvroSerializer), and the agent mode runs on them with ``AvroSerde`` values,
+beside the JSON agent run: target >= 0.9 of JSON's rate. Then serializer throughput: streamkit's
+AvroSerde against confluent-kafka's AvroSerializer/AvroDeserializer (fastavro) and the JSON
+model codec on the same records (``schemas_bench.serde_rates``).
+
 Usage: python benchmarks/streams_bench.py [--events N] [--keys K] [--peer-events N]
            [--skip-peers] [--only streamkit|faust|quix] [--profile DIR] [--cprofile DIR]
            [--data-dir DIR] [--commit-ms MS] [--partitions P] [--peer-timeout S] [--exactly-once]
+           [--format json|avro]
 
 ``--profile DIR`` samples the streamkit workers (and their restores) with py-spy
 (``pip install py-spy``) and prints the hottest functions; ``--cprofile DIR`` runs the
@@ -110,10 +118,11 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from streamkit.streams.topic import partition_for_key
-from streamkit.testing import BrokerProcess
+from streamkit.testing import BrokerProcess, SchemaRegistryProcess
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import cpu_seconds, machine_load, read_collapsed
+from schemas_bench import print_rates, serde_rates
 
 HERE = Path(__file__).resolve().parent
 PEERS = HERE / "_streams_peers"
@@ -124,6 +133,7 @@ TARGET_RATE = 100_000
 TARGET_VS_FAUST = 10.0
 TARGET_VS_QUIX = 3.0
 TARGET_RESTORE = 500_000
+TARGET_AVRO_VS_JSON = 0.9
 
 COMMON: dict[str, Any] = {"log.connection.close": False}
 
@@ -230,8 +240,9 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
 
 
 def produce_events(bootstrap: str, topic: str, n: int, keys: int, partitions: int, base_ms: int,
-                   span_ms: int, seed: int) -> Dataset:
-    """Produce ``n`` events (see the module docstring) and compute the expected results."""
+                   span_ms: int, seed: int, encode: Any = None) -> Dataset:
+    """Produce ``n`` events (see the module docstring) and compute the expected results;
+    ``encode(event dict) -> bytes`` writes the values (default: JSON with orjson)."""
     rng = random.Random(seed)
     names = [f"k{i}" for i in range(keys)]
     key_bytes = [name.encode() for name in names]
@@ -241,7 +252,7 @@ def produce_events(bootstrap: str, topic: str, n: int, keys: int, partitions: in
                          "queue.buffering.max.messages": 1_000_000, "enable.idempotence": False})
     max_ts = [0] * partitions
     windows: dict[int, Counter[tuple[int, int]]] = {p: Counter() for p in range(partitions)}
-    dumps = orjson.dumps
+    dumps = encode or orjson.dumps
     produce = producer.produce
     randrange = rng.randrange
     started = time.perf_counter()
@@ -280,6 +291,22 @@ def produce_events(bootstrap: str, topic: str, n: int, keys: int, partitions: in
                 total += count
     print(f"  produced {n:,} events to {topic} ({partitions} partitions {ends}) in {elapsed:.1f}s")
     return Dataset(topic, n, ends, results, total)
+
+
+def avro_encoder(registry_url: str, topic: str) -> Any:
+    """``--format avro``: events as Avro in the Schema Registry's wire format, written by
+    confluent-kafka's AvroSerializer (another producer, as in production) with the schema of
+    the app's model (``Reading`` in ``_streams_peers/streamkit_app.py``), registered under
+    ``{topic}-value``."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    schema = {"type": "record", "name": "Reading", "namespace": "streamkitapp", "fields": [
+        {"name": "key", "type": "string"}, {"name": "ts", "type": "long"}, {"name": "value", "type": "long"}]}
+    serialize = AvroSerializer(SchemaRegistryClient({"url": registry_url}), orjson.dumps(schema).decode())
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    return lambda event: serialize(event, ctx)
 
 
 def read_output(bootstrap: str, topic: str, partitions: int) -> tuple[int, int]:
@@ -545,7 +572,8 @@ TARGETS_VS_QUIX = {"streamkit DSL lambda+model": (8.0, 6.0), "streamkit DSL col(
 
 
 def run_streamkit(mode: str, bootstrap: str, broker_pid: int, data: Dataset, work: Path, args: argparse.Namespace,
-                  restore: bool = True, tag: str = "", guarantee: str = "at_least_once") -> tuple[Run, Restore | None]:
+                  restore: bool = True, tag: str = "", guarantee: str = "at_least_once",
+                  registry_url: str | None = None) -> tuple[Run, Restore | None]:
     app_id = f"streams-bench-streamkit-{mode}{tag}"
     output = f"{app_id}-out"
     create_topics(bootstrap, [output], args.partitions)
@@ -553,12 +581,16 @@ def run_streamkit(mode: str, bootstrap: str, broker_pid: int, data: Dataset, wor
     run_dir.mkdir(parents=True, exist_ok=True)
     log = work / f"{app_id}.log"
     env = streamkit_env(mode, app_id, data, output, args.commit_ms, args.partitions, guarantee)
+    if registry_url is not None:  # --format avro: Avro values through the registry
+        env.update({"STREAMS_BENCH_FORMAT": "avro", "STREAMS_BENCH_REGISTRY": registry_url})
     prof = Path(args.profile) if args.profile and not tag else None
     cprof = Path(args.cprofile) if args.cprofile and not tag else None
     cmd = streamkit_cmd(bootstrap, run_dir, cprof / f"streamkit-{mode}.prof" if cprof else None)
     label = MODE_LABELS[mode]
     if guarantee != "at_least_once":
         label += " (EOS)"
+    if registry_url is not None:
+        label += " (Avro)"
     print(f"\n{label}: {data.events:,} events ({machine_load()}) ...", flush=True)
     run, proc = run_framework(label, cmd, env, PEERS, log, bootstrap, app_id, data, args.partitions,
                               args.timeout, broker_pid, prof / f"streamkit-{mode}.txt" if prof else None)
@@ -775,6 +807,21 @@ def report(runs: list[Run], restores: list[Restore], faust: Run | None, quix: Ru
 # -- main -------------------------------------------------------------------------------------
 
 
+def avro_report(runs: list[Run], serde_n: int, rates: dict[str, tuple[float, float]]) -> None:
+    """``--format avro``: the agent on Avro values against the agent on JSON values (same
+    events, same run), and serializer throughput against confluent-kafka's."""
+    json_run = next((r for r in runs if r.name == MODE_LABELS["agent"]), None)
+    avro_run = next((r for r in runs if r.name == f"{MODE_LABELS['agent']} (Avro)"), None)
+    print("\n--format avro: agent + Table with Avro values through the Schema Registry")
+    if json_run is None or avro_run is None:
+        print("  (run with --modes including agent to compare)")
+    else:
+        wall, cpu = ratio(avro_run, json_run), ratio(avro_run, json_run, cpu=True)
+        print(f"  Avro {fmt_rate(avro_run.rate)} events/s vs JSON {fmt_rate(json_run.rate)}: {wall:.2f}x wall clock, "
+              f"{cpu:.2f}x per CPU-second (target >= {TARGET_AVRO_VS_JSON}x)")
+    print_rates(serde_n, rates)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000, help="events for every framework (default 1,000,000)")
@@ -799,6 +846,9 @@ def main() -> int:
     ap.add_argument("--profile", metavar="DIR", help="py-spy the streamkit workers; print hottest functions")
     ap.add_argument("--cprofile", metavar="DIR", help="run the streamkit workers under cProfile (slower)")
     ap.add_argument("--data-dir", metavar="DIR", help="keep the broker, state and logs here (default: temp dir)")
+    ap.add_argument("--format", choices=["json", "avro"], default="json",
+                    help="avro: also run the agent mode on the same events as Avro through a Schema Registry, "
+                         "and measure serializer throughput against confluent-kafka's (see avro_report)")
     args = ap.parse_args()
     if args.peer_events is None:
         args.peer_events = args.events
@@ -834,6 +884,9 @@ def main() -> int:
     runs: list[Run] = []
     restores: list[Restore] = []
     faust_run = quix_run = None
+    registry: SchemaRegistryProcess | None = None
+    avro_data: Dataset | None = None
+    avro_rates: tuple[int, dict[str, tuple[float, float]]] | None = None
     try:
         span_ms = args.span_minutes * WINDOW_MS
         now_ms = time.time_ns() // 1_000_000
@@ -846,6 +899,11 @@ def main() -> int:
         create_topics(broker.bootstrap, list(topics.values()), args.partitions)
         datasets = {n: produce_events(broker.bootstrap, topic, n, args.keys, args.partitions, base_ms, span_ms,
                                       args.seed) for n, topic in topics.items()}
+        if args.format == "avro":
+            registry = SchemaRegistryProcess(broker.bootstrap, work / "registry.log").start()
+            create_topics(broker.bootstrap, ["events-avro"], args.partitions)
+            avro_data = produce_events(broker.bootstrap, "events-avro", args.events, args.keys, args.partitions,
+                                       base_ms, span_ms, args.seed, avro_encoder(registry.url, "events-avro"))
 
         if "streamkit" in selected:
             for mode in modes:
@@ -854,6 +912,12 @@ def main() -> int:
                 runs.append(run)
                 if res is not None:
                     restores.append(res)
+            if registry is not None and avro_data is not None:
+                run, _ = run_streamkit("agent", broker.bootstrap, broker_pid, avro_data, work, args, restore=False,
+                                       tag="-avro", registry_url=registry.url)
+                runs.append(run)
+                serde_n = min(args.events, 200_000)
+                avro_rates = (serde_n, serde_rates(serde_n, registry.url))
             if args.exactly_once:
                 for mode in modes:
                     run, _ = run_streamkit(mode, broker.bootstrap, broker_pid, datasets[args.events], work, args,
@@ -873,11 +937,15 @@ def main() -> int:
             else:
                 quix_run = run
     finally:
+        if registry is not None:
+            registry.stop()
         broker.stop()
 
     for name, why in peer_errors.items():
         print(f"\n{PEER_SPECS[name].label} not measured: {why}")
     report(runs, restores, faust_run, quix_run, args)
+    if avro_rates is not None:
+        avro_report(runs, *avro_rates)
     if args.profile:
         for r in runs:
             if r.profile is not None:

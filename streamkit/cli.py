@@ -572,7 +572,7 @@ def produce(
                                            help="gzip, snappy, lz4 or zstd."),
     value_format: str | None = typer.Option(
         None, "--value-format", metavar="FORMAT", show_default="the line as it is",
-        help="avro or json-schema: each value is a JSON document, encoded with --value-schema in the "
+        help="avro, json-schema or protobuf: each value is a JSON document, encoded with --value-schema in the "
              "Schema Registry's wire format."),
     value_schema: Path | None = typer.Option(None, "--value-schema", metavar="FILE",
                                              help="With --value-format: the schema, registered as TOPIC-value."),
@@ -608,7 +608,7 @@ def _value_encoder(url: str, topic: str, value_format: str, schema_file: Path | 
     from streamkit.schemas.console_formats import VALUE_FORMATS, value_encoder
 
     if value_format not in VALUE_FORMATS:
-        raise _fail(f"--value-format must be avro or json-schema, not {value_format!r}")
+        raise _fail(f"--value-format must be avro, json-schema or protobuf, not {value_format!r}")
     if schema_file is None:
         raise _fail("--value-format needs --value-schema FILE")
     try:
@@ -642,7 +642,7 @@ def consume(
                                       help="Separator for --print-key."),
     value_format: str | None = typer.Option(
         None, "--value-format", metavar="FORMAT", show_default="the value as text",
-        help="avro or json-schema: decode values in the Schema Registry's wire format, print JSON."),
+        help="avro, json-schema or protobuf: decode values in the Schema Registry's wire format, print JSON."),
     schema_registry: str = typer.Option("http://127.0.0.1:8081", "--schema-registry", metavar="URL",
                                         envvar="STREAMKIT_SCHEMA_REGISTRY_URL",
                                         help="With --value-format: the Schema Registry."),
@@ -661,7 +661,7 @@ def consume(
         from streamkit.schemas.console_formats import VALUE_FORMATS, value_decoder
 
         if value_format not in VALUE_FORMATS:
-            raise _fail(f"--value-format must be avro or json-schema, not {value_format!r}")
+            raise _fail(f"--value-format must be avro, json-schema or protobuf, not {value_format!r}")
         decode = value_decoder(schema_registry)
     _run(consume_lines(bootstrap, topic, group, from_beginning, partition, offset, max_messages,
                        timeout_ms, lambda line: print(line, flush=True), print_key, separator,

@@ -5,13 +5,16 @@
 1. a deterministic sample of page views (JSON Lines, ``VIEWS`` over an hour of event
    time, page popularity skewed like real traffic, then one per page ten minutes later
    that closes the last windows) is generated into the demo's data dir;
-2. an embedded broker starts on a free port;
+2. an embedded broker starts on a free port, and a Schema Registry in this process on it
+   (on its own thread);
 3. a Connect worker (standalone, in this process) runs the file source connector of
    ``connectors/demo-file-source.json``, which ingests the file into ``page_views``;
 4. a stream app counts views per page per minute (the DSL: tumbling windows with a grace
-   period and ``.final()``, as ``apps/pageviews.py``) into ``page_counts``;
+   period and ``.final()``, as ``apps/pageviews.py``) into ``page_counts``, as Avro through
+   the registry (``AvroSerde``);
 5. the same worker runs the Spark sink connector of ``connectors/demo-spark-sink.json``,
-   which exports ``page_counts`` into a Parquet table in exactly-once micro-batches;
+   which reads ``page_counts`` with the AvroConverter and exports it into a Parquet table in
+   exactly-once micro-batches;
 6. Spark reads the table and prints the top pages, checked against a batch computation of
    the same input.
 
@@ -29,6 +32,7 @@ import shutil
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,12 +105,14 @@ def generate(path: Path, views: int = VIEWS, seed: int = 7) -> Sample:
     return Sample(path, len(lines), views, dict(windows))
 
 
-def _app(bootstrap: str, data_dir: Path) -> App:
-    """Views per page per minute, as ``apps/pageviews.py`` declares it (event time from ``ts``)."""
+def _app(bootstrap: str, data_dir: Path, registry_url: str) -> App:
+    """Views per page per minute, as ``apps/pageviews.py`` declares it (event time from ``ts``),
+    the counts written to ``page_counts`` as Avro through the Schema Registry."""
     from datetime import timedelta
 
     from pydantic import BaseModel
 
+    from streamkit.schemas.serdes import AvroSerde
     from streamkit.streams.app import App
     from streamkit.streams.windows import tumbling
 
@@ -114,6 +120,12 @@ def _app(bootstrap: str, data_dir: Path) -> App:
         user: str
         page: str
         ts: int
+
+    class PageCount(BaseModel):
+        page: str
+        window_start: int
+        window_end: int
+        views: int
 
     app = App("demo-pipeline", broker=bootstrap, data_dir=data_dir,
               config={"commit.interval.ms": 200, "num.partitions": 2})
@@ -124,7 +136,8 @@ def _app(bootstrap: str, data_dir: Path) -> App:
         .window(tumbling(minutes=1), grace=timedelta(seconds=10))
         .count(name="page_counts")
         .final()
-        .to("page_counts"))
+        .map(lambda w: PageCount(page=w.key, window_start=w.start, window_end=w.end, views=w.value))
+        .to("page_counts", value_type=AvroSerde(PageCount, registry_url)))
     return app
 
 
@@ -161,6 +174,40 @@ def _start_spark(warehouse: Path) -> tuple[Future[None], Future[SparkSession]]:
 
     threading.Thread(target=start, name="demo-spark", daemon=True).start()
     return jvm, session
+
+
+async def _start_registry(bootstrap: str) -> tuple[str, Callable[[], None]]:
+    """A Schema Registry in this process, on its own thread and event loop: the Connect
+    worker's converters ask it for schemas with blocking calls from the demo's loop, which
+    would wait forever on a registry served by that same loop. Its URL, and how to stop it."""
+    from streamkit.schemas import RegistryConfig, SchemaRegistryServer
+
+    server = SchemaRegistryServer(RegistryConfig.from_settings({
+        "listeners": "http://127.0.0.1:0", "kafkastore.bootstrap.servers": bootstrap}))
+    loop = asyncio.new_event_loop()
+    ready: Future[str] = Future()
+
+    def serve() -> None:
+        try:
+            loop.run_until_complete(server.start())
+        except BaseException as exc:
+            ready.set_exception(exc)
+            loop.close()
+            return
+        ready.set_result(server.url)
+        loop.run_forever()
+        loop.run_until_complete(server.stop())
+        loop.close()
+
+    thread = threading.Thread(target=serve, name="demo-schema-registry", daemon=True)
+    thread.start()
+    url = await asyncio.wrap_future(ready)
+
+    def stop() -> None:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(60)
+
+    return url, stop
 
 
 class _EndOffsets:
@@ -249,15 +296,16 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
     # window results carry them: under the default retention.ms (7 days) the broker would
     # delete them at its next retention check, as Kafka would (README: old event timestamps).
     async with embedded_broker(directory / "broker", {"log.retention.ms": -1}) as broker:
+        registry_url, stop_registry = await _start_registry(broker.bootstrap)
         await create_topic(broker.bootstrap, "page_views", 1, {})
-        app = _app(broker.bootstrap, directory / "app")
+        app = _app(broker.bootstrap, directory / "app", registry_url)
         runtime = await app.start(web_port=0)
         worker = StandaloneWorker(load_worker_config({
             "bootstrap.servers": broker.bootstrap, "listeners": "http://127.0.0.1:0",
             "offset.storage.file.filename": str(directory / "connect" / "offsets.json"),
             "offset.flush.interval.ms": "1000"}), [
             _connector("demo-file-source.json", file=str(sample.path)),
-            _connector("demo-spark-sink.json", path=str(table)),
+            _connector("demo-spark-sink.json", path=str(table), **{"value.converter.schema.registry.url": registry_url}),
         ])
         consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
         commit_log = CommitLog(table)
@@ -270,9 +318,9 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
                                                         (f"http://{runtime.web.host}:{runtime.web.port}",)),
                                         "127.0.0.1", 0)
             await web_console.start()
-            console.print(f"broker on {broker.bootstrap}; Connect worker on {worker.url} running "
-                          "demo-file-source and demo-spark-sink; app demo-pipeline counting views per page "
-                          "per minute")
+            console.print(f"broker on {broker.bootstrap}, schema registry on {registry_url}; Connect worker on "
+                          f"{worker.url} running demo-file-source and demo-spark-sink; app demo-pipeline counting "
+                          "views per page per minute into page_counts (Avro)")
             console.print(f"web console: {web_console.url} (the pipeline: {web_console.url}/pipeline)")
             await _follow(console, _EndOffsets(broker.bootstrap, consumer), commit_log, sample, timeout)
             if keep_running:
@@ -283,6 +331,7 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
             await consumer.stop()
             await worker.stop()
             await runtime.stop()
+            await asyncio.to_thread(stop_registry)
     batches = len(commit_log.batches())
     spark = spark_future.result()
     df = read_committed(spark, table)

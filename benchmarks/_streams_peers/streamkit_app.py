@@ -9,6 +9,8 @@ Run by the benchmark as ``python -m streamkit worker -A streamkit_app:app -b BOO
   DSL as the README's tutorial writes it: a pydantic model and a lambda filter, so the row
   path), ``dsl-columns`` (the same pipeline in column expressions: the columnar path) or
   ``agent`` (an agent doing ``table[key] += 1`` on a windowed Table).
+- ``STREAMS_BENCH_FORMAT`` (``json``; ``avro`` for ``--format avro``: agent mode reads Avro
+  values through the Schema Registry at ``STREAMS_BENCH_REGISTRY`` with ``AvroSerde``).
 - ``STREAMS_BENCH_APP`` (the app id = consumer group), ``STREAMS_BENCH_INPUT``,
   ``STREAMS_BENCH_OUTPUT``, ``STREAMS_BENCH_COMMIT_MS`` (1000), ``STREAMS_BENCH_PARTITIONS`` (4),
   ``STREAMS_BENCH_GUARANTEE`` (``at_least_once``; ``exactly_once`` for ``--exactly-once``).
@@ -44,8 +46,15 @@ class Reading(BaseModel):
 
 app = streamkit.App(APP_ID, config={"commit.interval.ms": COMMIT_MS, "num.partitions": PARTITIONS,
                                     "processing.guarantee": GUARANTEE, "dsl.columnar.enable": MODE != "dsl-row"})
-# keys: str, values: JSON (orjson) -> dict, or the model
-events = app.topic(INPUT, value_type=Reading if MODE in ("dsl-lambda", "dsl-columns") else None)
+# keys: str, values: JSON (orjson) -> dict, or the model; with STREAMS_BENCH_FORMAT=avro
+# (agent mode), Avro through the Schema Registry at STREAMS_BENCH_REGISTRY -> the model
+FORMAT = os.environ.get("STREAMS_BENCH_FORMAT", "json")
+if FORMAT == "avro":
+    from streamkit.schemas.serdes import AvroSerde
+
+    events = app.topic(INPUT, value_type=AvroSerde(Reading, os.environ["STREAMS_BENCH_REGISTRY"]))
+else:
+    events = app.topic(INPUT, value_type=Reading if MODE in ("dsl-lambda", "dsl-columns") else None)
 
 if MODE == "dsl-lambda":
     # Every input record passes the filter: the same results as the other modes.
@@ -78,9 +87,15 @@ elif MODE == "agent":
     # expires: a window is dropped once stream time is 60 s past its end (event time).
     counts = app.Table("counts", default=int).tumbling(60, expires=60)
 
-    @app.agent(events)
-    async def count(stream):  # type: ignore[no-untyped-def]
-        async for value in stream:
-            counts[value["key"]] += 1
+    if FORMAT == "avro":
+        @app.agent(events)
+        async def count(stream):  # type: ignore[no-untyped-def]
+            async for value in stream:
+                counts[value.key] += 1
+    else:
+        @app.agent(events)
+        async def count(stream):  # type: ignore[no-untyped-def]
+            async for value in stream:
+                counts[value["key"]] += 1
 else:
     raise SystemExit(f"STREAMS_BENCH_MODE must be dsl, dsl-row, dsl-lambda, dsl-columns or agent, not {MODE!r}")

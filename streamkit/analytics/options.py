@@ -76,6 +76,10 @@ class ReadOptions:
     # valueSchema (a streamkit option): the JSON of the Spark schema of the JSON values,
     # parsed into typed columns by the reader (``analytics.jsonvalues``)
     value_schema: str | None = None
+    # valueFormat and schema.registry.url (streamkit options): values in the Schema
+    # Registry's wire format, decoded into the columns of {topic}-value's schema
+    value_format: str | None = None
+    schema_registry_url: str | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -231,4 +235,22 @@ def read_options(options: Mapping[str, Any], *, streaming: bool = False) -> Read
         max_offsets_per_trigger=_positive(opts, "maxOffsetsPerTrigger"),
         by_timestamp_strategy=strategy,
         value_schema=opts.get("valueschema") or None,
+        **_registry_options(opts, subscribe),
     )
+
+
+def _registry_options(opts: Mapping[str, str], subscribe: tuple[str, ...]) -> dict[str, str | None]:
+    value_format = opts.get("valueformat") or None
+    url = opts.get("schema.registry.url") or None
+    if value_format is None:
+        if url is not None:
+            raise OptionError("schema.registry.url is given without valueFormat (avro, json-schema or protobuf)")
+        return {}
+    if value_format.lower() not in ("avro", "json-schema", "protobuf"):
+        raise OptionError(f"valueFormat must be avro, json-schema or protobuf, not {value_format!r}")
+    if url is None:
+        raise OptionError("valueFormat needs schema.registry.url (the Schema Registry's URL)")
+    if len(subscribe) != 1 or opts.get("valueschema"):
+        raise OptionError("valueFormat reads one topic (subscribe=TOPIC), without valueSchema: "
+                          "the columns are its registered schema's")
+    return {"value_format": value_format.lower(), "schema_registry_url": url}

@@ -356,7 +356,9 @@ CONVERTERS["AvroConverter"] = AvroConverter
 CONVERTERS[f"{AvroConverter.__module__}.AvroConverter"] = AvroConverter
 # imported when named: its module builds on this one's JSON values
 _JSON_SCHEMA = "streamkit.connect.json_schema_converter.JsonSchemaConverter"
-_BY_IMPORT = {"io.confluent.connect.json.JsonSchemaConverter": _JSON_SCHEMA, "JsonSchemaConverter": _JSON_SCHEMA}
+_PROTOBUF = "streamkit.connect.protobuf_converter.ProtobufConverter"
+_BY_IMPORT = {"io.confluent.connect.json.JsonSchemaConverter": _JSON_SCHEMA, "JsonSchemaConverter": _JSON_SCHEMA,
+              "io.confluent.connect.protobuf.ProtobufConverter": _PROTOBUF, "ProtobufConverter": _PROTOBUF}
 
 
 def converter_class(name: str) -> type[Any]:

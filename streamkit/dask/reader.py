@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from streamkit.analytics.fetch import read_range
 from streamkit.analytics.options import ReadOptions, read_options
 from streamkit.analytics.planning import OffsetRange, plan_ranges
+from streamkit.analytics.registry_values import RegistryValues, registry_values
 from streamkit.analytics.schema import model_arrow_schema, record_arrow_schema
 from streamkit.analytics.tables import TableDecoder, latest_per_key, table_decoder
 from streamkit.streams.codecs import ModelCodec
@@ -71,9 +72,10 @@ def _plan(bootstrap: str, topic: str, start: Position, end: Position, config: Ma
 
 
 def _arrow_dtype(kind: pa.DataType) -> Any:
-    """Binary and nested columns stay Arrow-backed: as object columns, Dask's string
-    conversion (``dataframe.convert-string``) would turn bytes into text."""
-    if pa.types.is_binary(kind) or pa.types.is_list(kind) or pa.types.is_struct(kind) or pa.types.is_map(kind):
+    """Binary, nested and decimal columns stay Arrow-backed: as object columns, Dask's string
+    conversion (``dataframe.convert-string``) would turn bytes and decimals into text."""
+    if (pa.types.is_binary(kind) or pa.types.is_list(kind) or pa.types.is_struct(kind) or pa.types.is_map(kind)
+            or pa.types.is_decimal(kind)):
         return pd.ArrowDtype(kind)
     return None
 
@@ -89,14 +91,21 @@ class _ReadRecords:
     client_config: Mapping[str, str]
     include_headers: bool
     model: type[BaseModel] | None
+    registry: RegistryValues | None = None
 
     def schema(self) -> pa.Schema:
+        if self.registry is not None:
+            return pa.schema(list(self.registry.arrow_type()))
         if self.model is None:
             return record_arrow_schema(self.include_headers)
         return model_arrow_schema(self.model)
 
     def __call__(self, r: OffsetRange) -> pd.DataFrame:
         batches = list(read_range(self.client_config, r, include_headers=self.include_headers))
+        if self.registry is not None:
+            values = pa.concat_arrays([b.column("value") for b in batches]) if batches else pa.array([], pa.binary())
+            rows = self.registry.decode(values.filter(values.is_valid()))
+            return _to_pandas(pa.Table.from_struct_array(rows))
         if self.model is None:
             return _to_pandas(pa.Table.from_batches(batches, self.schema()))
         codec = ModelCodec(self.model)
@@ -107,7 +116,8 @@ class _ReadRecords:
 
 def read_topic(bootstrap: str, topic: str, model: type[BaseModel] | None = None, *,
                start: Position = "earliest", end: Position = "latest", include_headers: bool = False,
-               partition_size: int | None = None, config: Mapping[str, Any] | None = None) -> dd.DataFrame:
+               partition_size: int | None = None, config: Mapping[str, Any] | None = None,
+               value_format: str | None = None, schema_registry: str | None = None) -> dd.DataFrame:
     """The records of ``topic`` from ``start`` to ``end`` as a dask DataFrame: one partition
     per topic-partition, or per ``partition_size`` records of one.
 
@@ -115,9 +125,18 @@ def read_topic(bootstrap: str, topic: str, model: type[BaseModel] | None = None,
     ``{partition: offset}`` or an aware datetime (the first record at or after it). Without
     ``model`` the columns are Spark's Kafka columns (key, value, topic, partition, offset,
     timestamp, timestampType, and headers); with a pydantic ``model``, its fields, parsed from
-    the JSON values (tombstones skipped). ``config``: librdkafka settings (security...)."""
+    the JSON values (tombstones skipped). With ``value_format`` (``avro``, ``json-schema`` or
+    ``protobuf``) and ``schema_registry`` (its URL), values in the Schema Registry's wire
+    format: the columns are the fields of the schema registered last under ``{topic}-value``,
+    typed by it, and each value is decoded with the schema its id names (tombstones skipped).
+    ``config``: librdkafka settings (security...)."""
+    registry = None
+    if value_format is not None:
+        if model is not None or schema_registry is None:
+            raise ValueError("value_format needs schema_registry= (the registry's URL) and no model")
+        registry = registry_values(schema_registry, topic, value_format)
     options, ranges = _plan(bootstrap, topic, start, end, config, include_headers, partition_size)
-    read = _ReadRecords(dict(options.client_config), include_headers, model)
+    read = _ReadRecords(dict(options.client_config), include_headers, model, registry)
     return _frame(read, ranges, _to_pandas(read.schema().empty_table()))
 
 

@@ -93,9 +93,20 @@ class RegistryClient:
         body = self._call("GET", f"/schemas/ids/{schema_id}")
         return body.get("schemaType", "AVRO"), body["schema"]
 
-    def register(self, subject: str, schema: str, schema_type: str) -> int:
-        body = self._call("POST", f"/subjects/{quote(subject, safe='')}/versions",
-                          {"schema": schema, "schemaType": schema_type})
+    def schema_by_id(self, schema_id: int) -> dict[str, Any]:
+        """The registry's answer for ``/schemas/ids/{id}``: schema, schemaType, references."""
+        return dict(self._call("GET", f"/schemas/ids/{schema_id}"))
+
+    def version_body(self, subject: str, version: str = "latest") -> dict[str, Any]:
+        """The registry's answer for a subject's version, references included."""
+        return dict(self._call("GET", f"/subjects/{quote(subject, safe='')}/versions/{version}"))
+
+    def register(self, subject: str, schema: str, schema_type: str,
+                 references: list[dict[str, Any]] | None = None) -> int:
+        request: dict[str, Any] = {"schema": schema, "schemaType": schema_type}
+        if references:
+            request["references"] = references
+        body = self._call("POST", f"/subjects/{quote(subject, safe='')}/versions", request)
         return int(body["id"])
 
     def lookup(self, subject: str, schema: str, schema_type: str) -> int:

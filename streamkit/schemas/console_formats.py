@@ -1,8 +1,10 @@
 """Record values in a registry's wire format for ``streamkit produce`` and ``streamkit
-consume`` (``--value-format avro|json-schema --schema-registry URL``), like Confluent's
-kafka-avro-console-producer and -consumer: a produced line is a JSON document, checked and
-encoded with the schema (registered under ``{topic}-value``); a consumed record is decoded
-with the schema its id names and printed as JSON."""
+consume`` (``--value-format avro|json-schema|protobuf --schema-registry URL``), like
+Confluent's kafka-avro-, kafka-json-schema- and kafka-protobuf-console-producer and
+-consumer: a produced line is a JSON document, checked and encoded with the schema
+(registered under ``{topic}-value``; for Protobuf the file's first message, written with
+the message-index array ``[0]``); a consumed record is decoded with the schema its id names
+and printed as JSON (Protobuf in its JSON mapping, with the .proto's field names)."""
 
 from __future__ import annotations
 
@@ -17,12 +19,15 @@ from typing import Any
 import fastavro
 import jsonschema
 import orjson
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 
 from streamkit.schemas.client import RegistryClient, RegistryClientError
+from streamkit.schemas.protobuf_wire import ProtobufTypes, decode_indexes
 
 __all__ = ["VALUE_FORMATS", "value_decoder", "value_encoder"]
 
-VALUE_FORMATS = {"avro": "AVRO", "json-schema": "JSON"}
+VALUE_FORMATS = {"avro": "AVRO", "json-schema": "JSON", "protobuf": "PROTOBUF"}
 _HEADER = struct.Struct(">bI")
 
 
@@ -43,6 +48,22 @@ def value_encoder(url: str, topic: str, value_format: str, schema: str) -> Calla
     with RegistryClient(url) as client:
         schema_id = client.register(f"{topic}-value", schema, schema_type)
     header = _HEADER.pack(0, schema_id)
+    if schema_type == "PROTOBUF":
+        with RegistryClient(url) as client:
+            try:
+                message_class = ProtobufTypes(client).message_class(schema_id, [0])
+            except ValueError as exc:
+                raise RegistryClientError(str(exc)) from None
+
+        def encode_protobuf(line: bytes) -> bytes:
+            try:
+                message = json_format.Parse(line, message_class())
+            except json_format.ParseError as exc:
+                raise ValueError(f"the value does not match the Protobuf schema: {exc}") from None
+            encoded: bytes = message.SerializeToString()
+            return header + b"\x00" + encoded
+
+        return encode_protobuf
     if schema_type == "AVRO":
         parsed = fastavro.parse_schema(orjson.loads(schema))
 
@@ -79,6 +100,7 @@ def value_decoder(url: str) -> Callable[[bytes], str]:
     the wire format, or its schema cannot be had)."""
     client = RegistryClient(url)
     writers: dict[int, tuple[str, Any]] = {}
+    protobuf_types = ProtobufTypes(client)
 
     def decode(data: bytes) -> str:
         if len(data) < _HEADER.size or data[0] != 0:
@@ -97,6 +119,14 @@ def value_decoder(url: str) -> Callable[[bytes], str]:
             return orjson.dumps(value, default=_default).decode()
         if kind == "JSON":
             return bytes(body).decode("utf-8", "replace")
-        raise ValueError(f"schema {schema_id} is {kind}: only Avro and JSON Schema values are printed")
+        if kind == "PROTOBUF":
+            indexes, offset = decode_indexes(body, 0)
+            message_class = protobuf_types.message_class(schema_id, indexes)
+            try:
+                message = message_class.FromString(bytes(body[offset:]))
+            except DecodeError as exc:
+                raise ValueError(f"not a {message_class.DESCRIPTOR.full_name}: {exc}") from None
+            return orjson.dumps(json_format.MessageToDict(message, preserving_proto_field_name=True)).decode()
+        raise ValueError(f"schema {schema_id} is {kind}: only Avro, JSON Schema and Protobuf values are printed")
 
     return decode

@@ -1,7 +1,12 @@
 """Confluent Schema Registry's REST API on FastAPI. Errors are Confluent's bodies,
 ``{"error_code": 40401, "message": ...}``; a body that is not JSON is a 400. Writes
 reaching a process that is not the leader are forwarded to the leader, and answered
-with the leader's response once this process has read what the leader wrote."""
+with the leader's response once this process has read what the leader wrote.
+
+Subjects are ``{subject:path}``: a subject may hold a slash, sent as ``%2F`` (the subjects of
+Protobuf references are file names such as ``shop/common.proto``), which the server decodes
+before routing; the more specific routes are declared first, so ``/versions`` suffixes still
+route as they should."""
 
 from __future__ import annotations
 
@@ -130,26 +135,26 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
     async def subjects(request: Request) -> JSONResponse:
         return _ok(state.subject_names(_flag(request, "deleted"), request.query_params.get("subjectPrefix", "")))
 
-    @app.get("/subjects/{subject}/versions")
+    @app.get("/subjects/{subject:path}/versions")
     async def versions(subject: str, request: Request) -> JSONResponse:
         return _ok([sv.version for sv in state.versions(subject, _flag(request, "deleted"))])
 
-    @app.get("/subjects/{subject}/versions/{version}")
+    @app.get("/subjects/{subject:path}/versions/{version}")
     async def get_version(subject: str, version: str, request: Request) -> JSONResponse:
         sv = state.version(subject, _version_id(version), _flag(request, "deleted"))
         return _ok(_version_json(_formatted(sv, request)))
 
-    @app.get("/subjects/{subject}/versions/{version}/schema")
+    @app.get("/subjects/{subject:path}/versions/{version}/schema")
     async def get_version_schema(subject: str, version: str, request: Request) -> Response:
         sv = state.version(subject, _version_id(version), _flag(request, "deleted"))
         return PlainTextResponse(sv.schema, media_type=CONTENT_TYPE)
 
-    @app.get("/subjects/{subject}/versions/{version}/referencedby")
+    @app.get("/subjects/{subject:path}/versions/{version}/referencedby")
     async def referenced_by(subject: str, version: str) -> JSONResponse:
         sv = state.version(subject, _version_id(version))
         return _ok(state.referenced_by(subject, sv.version))
 
-    @app.post("/subjects/{subject}/versions")
+    @app.post("/subjects/{subject:path}/versions")
     async def register(subject: str, request: Request) -> Response:
         new = NewSchema.from_json(await _body(request))
         if (forwarded := await forward(request)) is not None:
@@ -157,20 +162,20 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
         sv = await registry.register(subject, new, _flag(request, "normalize"))
         return _ok({"id": sv.id, **_version_json(sv)})
 
-    @app.post("/subjects/{subject}")
+    @app.post("/subjects/{subject:path}")
     async def lookup(subject: str, request: Request) -> JSONResponse:
         new = NewSchema.from_json(await _body(request))
         sv = registry.lookup(subject, new, _flag(request, "normalize"), _flag(request, "deleted"))
         return _ok(_version_json(sv))
 
-    @app.delete("/subjects/{subject}/versions/{version}")
+    @app.delete("/subjects/{subject:path}/versions/{version}")
     async def delete_version(subject: str, version: str, request: Request) -> Response:
         vid = _version_id(version)
         if (forwarded := await forward(request)) is not None:
             return forwarded
         return _ok(await registry.delete_version(subject, vid, _flag(request, "permanent")))
 
-    @app.delete("/subjects/{subject}")
+    @app.delete("/subjects/{subject:path}")
     async def delete_subject(subject: str, request: Request) -> Response:
         if (forwarded := await forward(request)) is not None:
             return forwarded
@@ -228,11 +233,11 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
             body["messages"] = problems
         return _ok(body)
 
-    @app.post("/compatibility/subjects/{subject}/versions/{version}")
+    @app.post("/compatibility/subjects/{subject:path}/versions/{version}")
     async def compatibility_version(subject: str, version: str, request: Request) -> JSONResponse:
         return await _compatibility(subject, _version_id(version), request)
 
-    @app.post("/compatibility/subjects/{subject}/versions")
+    @app.post("/compatibility/subjects/{subject:path}/versions")
     async def compatibility_all(subject: str, request: Request) -> JSONResponse:
         return await _compatibility(subject, None, request)
 
@@ -248,7 +253,7 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
             return _ok({name: default})
         raise RegistryError(missing, f"Subject '{subject}' does not have subject-level {what} configured")
 
-    @app.get("/config/{subject}")
+    @app.get("/config/{subject:path}")
     async def get_subject_config(subject: str, request: Request) -> JSONResponse:
         return _subject_setting(state.configs, subject, request, registry.level(None), "compatibilityLevel",
                                 errors.SUBJECT_CONFIG_NOT_FOUND, "compatibility")
@@ -269,7 +274,7 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
     async def put_config(request: Request) -> Response:
         return await _put_config(None, request)
 
-    @app.put("/config/{subject}")
+    @app.put("/config/{subject:path}")
     async def put_subject_config(subject: str, request: Request) -> Response:
         return await _put_config(subject, request)
 
@@ -282,7 +287,7 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
     async def delete_config(request: Request) -> Response:
         return await _delete_config(None, request)
 
-    @app.delete("/config/{subject}")
+    @app.delete("/config/{subject:path}")
     async def delete_subject_config(subject: str, request: Request) -> Response:
         return await _delete_config(subject, request)
 
@@ -290,7 +295,7 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
     async def get_mode() -> JSONResponse:
         return _ok({"mode": registry.mode(None)})
 
-    @app.get("/mode/{subject}")
+    @app.get("/mode/{subject:path}")
     async def get_subject_mode(subject: str, request: Request) -> JSONResponse:
         return _subject_setting(state.modes, subject, request, registry.mode(None), "mode",
                                 errors.SUBJECT_MODE_NOT_FOUND, "mode")
@@ -309,11 +314,11 @@ def create_app(registry: Registry, forward: Forwarder) -> FastAPI:
     async def put_mode(request: Request) -> Response:
         return await _put_mode(None, request)
 
-    @app.put("/mode/{subject}")
+    @app.put("/mode/{subject:path}")
     async def put_subject_mode(subject: str, request: Request) -> Response:
         return await _put_mode(subject, request)
 
-    @app.delete("/mode/{subject}")
+    @app.delete("/mode/{subject:path}")
     async def delete_subject_mode(subject: str, request: Request) -> Response:
         if (forwarded := await forward(request)) is not None:
             return forwarded

@@ -11,7 +11,11 @@ resolution (the writer's schema, fetched by id, read as the model's).
 ``JsonSchemaSerde(Model, url)`` does the same with the model's JSON Schema.
 
 Pass one as a topic's ``value_type`` or ``key_type``: ``app.topic("users",
-value_type=AvroSerde(User, url))``; the worker calls ``prepare(topic, is_key)`` at start.
+value_type=AvroSerde(User, url))``, or a table's: ``app.Table("users", value_type=...)``;
+the worker calls ``prepare(topic, is_key)`` at start for each topic the serde writes: the
+topic, the repartition topic of a stream re-keyed from it, a table's changelog (under the
+subject ``{changelog topic}-value``), so internal topics carry the same wire format as the
+app's own and any registry-aware client reads them.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import httpx
 import orjson
 from pydantic import BaseModel
 
-__all__ = ["AvroSerde", "JsonSchemaSerde", "SchemaRegistrationError", "avro_schema_for"]
+__all__ = ["AvroSerde", "JsonSchemaSerde", "RegistrySerde", "SchemaRegistrationError", "avro_schema_for"]
 
 _HEADER = struct.Struct(">bI")
 _MAGIC = 0
@@ -97,14 +101,20 @@ def avro_schema_for(model: type[BaseModel], namespace: str | None = None) -> dic
     return dict(_record(model, set(), namespace or model.__module__.replace("_", "")))
 
 
-class _RegistrySerde(abc.ABC):
+class RegistrySerde(abc.ABC):
+    """What the registry serdes share: registration under the subject at start, the
+    wire-format header, and the registry's answers."""
+
     schema_type = ""
 
-    def __init__(self, model: type[BaseModel], registry_url: str, *, subject: str | None = None,
+    def __init__(self, name: str, registry_url: str, *, subject: str | None = None,
                  auto_register: bool = True) -> None:
-        self.model = model
+        self.name = name
         self.registry_url = registry_url.rstrip("/")
         self.subject = subject
+        # every subject the schema is registered under: one serde may write several topics
+        # (a topic, the repartition topic of a stream read from it, a table's changelog)
+        self.subjects: list[str] = []
         self.auto_register = auto_register
         self.schema_id: int | None = None
         self._lock = threading.Lock()
@@ -113,6 +123,10 @@ class _RegistrySerde(abc.ABC):
     @abc.abstractmethod
     def schema_text(self) -> str:
         """The schema registered for the model, in this format."""
+
+    def registration(self) -> dict[str, Any]:
+        """The body registered (or looked up) under the subject."""
+        return {"schema": self.schema_text(), "schemaType": self.schema_type}
 
     def _http(self, method: str, path: str, body: Any = None) -> Any:
         try:
@@ -129,20 +143,23 @@ class _RegistrySerde(abc.ABC):
         """Register (or, with ``auto_register=False``, look up) the schema under the topic's
         subject; raises SchemaRegistrationError when the registry refuses it."""
         subject = self.subject or f"{topic}-{'key' if is_key else 'value'}"
-        body = {"schema": self.schema_text(), "schemaType": self.schema_type}
+        try:
+            body = self.registration()
+        except SchemaRegistrationError as exc:
+            raise SchemaRegistrationError(f"{self.name} cannot be used for subject {subject}: {exc}") from None
         path = f"/subjects/{subject}/versions" if self.auto_register else f"/subjects/{subject}"
         try:
             answer = self._http("POST", path, body)
         except SchemaRegistrationError as exc:
-            raise SchemaRegistrationError(f"{self.model.__name__} cannot be used for subject {subject}: "
+            raise SchemaRegistrationError(f"{self.name} cannot be used for subject {subject}: "
                                           f"{str(exc).removeprefix('schema registry: ')}") from None
         with self._lock:
-            self.subject = subject
+            self.subjects.append(subject)
             self.schema_id = int(answer["id"])
 
     def _header(self) -> bytes:
         if self.schema_id is None:
-            raise SchemaRegistrationError(f"{type(self).__name__}({self.model.__name__}) is not registered yet: "
+            raise SchemaRegistrationError(f"{type(self).__name__}({self.name}) is not registered yet: "
                                           "use it as a topic's value_type (the worker prepares it) or call "
                                           "prepare(topic, is_key)")
         return _HEADER.pack(_MAGIC, self.schema_id)
@@ -154,12 +171,13 @@ class _RegistrySerde(abc.ABC):
         return _HEADER.unpack_from(data)[1], memoryview(data)[_HEADER.size:]
 
 
-class AvroSerde(_RegistrySerde):
+class AvroSerde(RegistrySerde):
     schema_type = "AVRO"
 
     def __init__(self, model: type[BaseModel], registry_url: str, *, subject: str | None = None,
                  auto_register: bool = True) -> None:
-        super().__init__(model, registry_url, subject=subject, auto_register=auto_register)
+        super().__init__(model.__name__, registry_url, subject=subject, auto_register=auto_register)
+        self.model = model
         self.schema = avro_schema_for(model)
         self._parsed = fastavro.parse_schema(self.schema)
         # model_dump's values go to fastavro as they are, unless an enum or a Decimal needs
@@ -180,6 +198,8 @@ class AvroSerde(_RegistrySerde):
 
     def loads(self, data: bytes) -> Any:
         schema_id, body = self._split(data)
+        if schema_id == self.schema_id:  # written with the model's own schema: nothing to resolve
+            return self.model.model_validate(fastavro.schemaless_reader(io.BytesIO(body), self._parsed, None))
         writer = self._writers.get(schema_id)
         if writer is None:
             text = self._http("GET", f"/schemas/ids/{schema_id}")["schema"]
@@ -212,8 +232,13 @@ def _avro_values(value: Any) -> Any:
     return value
 
 
-class JsonSchemaSerde(_RegistrySerde):
+class JsonSchemaSerde(RegistrySerde):
     schema_type = "JSON"
+
+    def __init__(self, model: type[BaseModel], registry_url: str, *, subject: str | None = None,
+                 auto_register: bool = True) -> None:
+        super().__init__(model.__name__, registry_url, subject=subject, auto_register=auto_register)
+        self.model = model
 
     def schema_text(self) -> str:
         return orjson.dumps(self.model.model_json_schema()).decode()

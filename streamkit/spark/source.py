@@ -35,7 +35,7 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -59,6 +59,7 @@ from streamkit.analytics.planning import (
     split_ranges,
 )
 from streamkit.analytics.produce import ProduceError, RecordWriter, as_bytes
+from streamkit.analytics.registry_values import RegistryValueError, RegistryValues, registry_values
 
 try:  # Spark 4.2+: admission control (maxOffsetsPerTrigger) and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -137,17 +138,23 @@ class StreamkitDataSource(DataSource):
 
     def schema(self) -> StructType:
         """Kafka's record columns (key, value, topic, partition, offset, timestamp, ...), with
-        headers when ``includeHeaders`` is true and typed value columns from ``valueSchema``."""
+        headers when ``includeHeaders`` is true and typed value columns from ``valueSchema``,
+        or from the registered schema with ``valueFormat`` and ``schema.registry.url``."""
         include = str(self.options.get("includeheaders", "false")).lower() == "true"
+        registry = _registry(read_options(dict(self.options))) if self.options.get("valueformat") else None
+        if registry is not None:
+            return record_schema(include, from_arrow_schema(pa.schema(list(registry.arrow_type()))))
         return record_schema(include, _value_schema(self.options.get("valueschema")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A batch read between ``startingOffsets`` and ``endingOffsets``."""
-        return _BatchReader(read_options(dict(self.options)))
+        options = read_options(dict(self.options))
+        return _BatchReader(options, _registry(options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A micro-batch stream, its offsets kept in the query's checkpoint."""
-        return _StreamReader(read_options(dict(self.options), streaming=True))
+        options = read_options(dict(self.options), streaming=True)
+        return _StreamReader(options, _registry(options))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """Write a DataFrame's rows (a ``value`` column, optionally key, headers, topic,
@@ -162,16 +169,34 @@ class StreamkitDataSource(DataSource):
 # -- reads -------------------------------------------------------------------------------
 
 
-def _read(options: ReadOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def _registry(options: ReadOptions) -> RegistryValues | None:
+    """The registered schema of the topic's values (read on the driver), with valueFormat."""
+    if options.value_format is None or options.schema_registry_url is None:
+        return None
+    try:
+        return registry_values(options.schema_registry_url, options.subscribe[0], options.value_format)
+    except RegistryValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def _read(options: ReadOptions, partition: InputPartition,
+          registry: RegistryValues | None = None) -> Iterator[pa.RecordBatch]:
     r: OffsetRange = partition.value
     batches = read_range(options.client_config, r, include_headers=options.include_headers)
     values = _value_schema(options.value_schema)
-    if values is None:
+    if values is None and registry is None:
         yield from batches
         return
+    if values is None:
+        assert registry is not None
+        values = from_arrow_schema(pa.schema(list(registry.arrow_type())))
     arrow = _arrow_schema(values)
     for batch in batches:
-        parsed = parse_json_values(batch.column("value"), arrow)
+        if registry is not None:
+            # Spark's own Arrow form of the columns (e.g. its timestamp unit)
+            parsed = registry.decode(batch.column("value")).cast(pa.struct(list(arrow)))
+        else:
+            parsed = parse_json_values(batch.column("value"), arrow)
         columns = parsed.flatten()  # a null row nulls each of its fields
         rest = [name for name in batch.schema.names if name != "value"]
         yield pa.RecordBatch.from_arrays(columns + [batch.column(n) for n in rest],
@@ -187,14 +212,15 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
 
 
 class _BatchReader(DataSourceReader):
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, registry: RegistryValues | None = None) -> None:
         self.options = options
+        self.registry = registry
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(r) for r in plan_ranges(self.options)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition)
+        return _read(self.options, partition, self.registry)
 
 
 def _offsets_json(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
@@ -213,8 +239,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     while the query runs (a topic grown, or a new one matching ``subscribePattern``) are
     read from their earliest offset, as Spark's Kafka source does."""
 
-    def __init__(self, options: ReadOptions) -> None:
+    def __init__(self, options: ReadOptions, registry: RegistryValues | None = None) -> None:
         self.options = options
+        self.registry = registry
         self._target: dict[TP, int] | None = None  # Trigger.AvailableNow: where to stop
         self._last: dict[TP, int] | None = None  # for Spark < 4.2, which passes no start
 
@@ -265,7 +292,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [InputPartition(r) for r in split_ranges(ranges, self.options.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition)
+        return _read(self.options, partition, self.registry)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: the offsets live in Spark's checkpoint, not in a consumer group."""

@@ -498,13 +498,16 @@ class Runtime:
     async def _prepare_codecs(self) -> None:
         """Codecs that need a service before the first record (a Schema Registry serde
         registers its schema, and refuses the start if the registry refuses it):
-        ``prepare(topic, is_key)``, off the event loop."""
-        for topic in list(self.app.topics.values()):
-            for codec, is_key in ((topic.key_codec, True), (topic.value_codec, False)):
+        ``prepare(topic, is_key)``, off the event loop. A table's codecs write its
+        changelog, so they are prepared for the changelog topic (its subjects)."""
+        uses = [(topic.name, topic.key_codec, topic.value_codec) for topic in self.app.topics.values()]
+        uses += [(table.changelog.name, table.key_codec, table.value_codec) for table in self.app.tables.values()]
+        for name, key_codec, value_codec in uses:
+            for codec, is_key in ((key_codec, True), (value_codec, False)):
                 inner = getattr(codec, "codec", codec)  # a UserCodec wraps the user's object
                 prepare = getattr(inner, "prepare", None)
                 if callable(prepare):
-                    await asyncio.to_thread(prepare, topic.name, is_key)
+                    await asyncio.to_thread(prepare, name, is_key)
 
     async def _create_topics(self) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.app.id}-admin",

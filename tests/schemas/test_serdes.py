@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pydantic import BaseModel
 
@@ -127,15 +128,7 @@ async def test_app_reads_and_writes_confluent_avro(broker: BrokerProcess, regist
             seen.append(user)
             await greetings.send(Greeting(user_id=user.id, text=f"hello {user.name}"), key=str(user.id))
 
-    runtime = await app.start()
-    try:
-        deadline = time.monotonic() + 60
-        while len(seen) < 3:
-            assert runtime.failure is None, runtime.failure
-            assert time.monotonic() < deadline, f"the app saw {seen}"
-            await asyncio.sleep(0.05)
-    finally:
-        await asyncio.wait_for(runtime.stop(), 60)
+    await run_until_seen(app, seen, 3)
     # v1 records read as the app's model: the fields v1 lacks take their defaults
     assert sorted(seen, key=lambda u: u.id) == [User(id=i, name=f"user {i}") for i in range(3)]
     # the app registered its model as version 2 of the subject (BACKWARD compatible)
@@ -148,6 +141,34 @@ async def test_app_reads_and_writes_confluent_avro(broker: BrokerProcess, regist
     assert int.from_bytes(raw[0][1:5], "big") == sr.get_latest_version(f"{sink}-value").schema_id
 
 
+async def run_until_seen(app: App, seen: list[Any], count: int) -> None:
+    """Run ``app`` until its agent has appended ``count`` values to ``seen``; then stop it."""
+    runtime = await app.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < count:
+            assert runtime.failure is None, runtime.failure
+            assert time.monotonic() < deadline, f"the app saw {seen}"
+            await asyncio.sleep(0.05)
+    finally:
+        await asyncio.wait_for(runtime.stop(), 60)
+
+
+async def refused_start(broker: BrokerProcess, tmp_path: Path, topic: str, serde: Any) -> str:
+    """Start an app reading ``topic`` with ``serde``: the start must be refused; its message."""
+    app = App(f"refused-{uuid.uuid4().hex[:8]}", broker=broker.bootstrap, data_dir=tmp_path / "app", config=FAST)
+    source = app.topic(topic, value_type=serde)
+
+    @app.agent(source)
+    async def ignore(stream: AgentStream) -> None:
+        async for _ in stream:
+            pass
+
+    with pytest.raises(SchemaRegistrationError) as refused:
+        await app.start()
+    return str(refused.value)
+
+
 async def test_an_incompatible_model_refuses_the_start(broker: BrokerProcess, registry: SchemaRegistryProcess,
                                                        tmp_path: Path) -> None:
     topic = f"accounts-{uuid.uuid4().hex[:8]}"
@@ -158,17 +179,7 @@ async def test_an_incompatible_model_refuses_the_start(broker: BrokerProcess, re
         name: str
         balance: int
 
-    app = App(f"accounts-{uuid.uuid4().hex[:8]}", broker=broker.bootstrap, data_dir=tmp_path / "app", config=FAST)
-    accounts = app.topic(topic, value_type=AvroSerde(User, registry.url))
-
-    @app.agent(accounts)
-    async def ignore(stream: AgentStream) -> None:
-        async for _ in stream:
-            pass
-
-    with pytest.raises(SchemaRegistrationError) as refused:
-        await app.start()
-    message = str(refused.value)
+    message = await refused_start(broker, tmp_path, topic, AvroSerde(User, registry.url))
     assert f"subject {topic}-value" in message and "'balance'" in message
     assert "READER_FIELD_MISSING_DEFAULT_VALUE" in message
 
@@ -185,3 +196,26 @@ def test_json_schema_serde_with_confluent_wire_format(registry: SchemaRegistryPr
     registered: Any = SchemaRegistryClient({"url": registry.url}).get_latest_version(f"{topic}-value")
     assert registered.schema.schema_type == "JSON"
     assert json.loads(registered.schema.schema_str)["title"] == "User"
+
+
+def test_json_schema_serde_against_confluent_json_serdes(broker: BrokerProcess, registry: SchemaRegistryProcess
+                                                         ) -> None:
+    """Both directions through the broker: confluent-kafka's JSONSerializer writes, the
+    serde reads into the model; the serde writes, confluent-kafka's JSONDeserializer reads
+    (and validates against the schema the serde registered)."""
+    topic = f"json-both-{uuid.uuid4().hex[:8]}"
+    sr = SchemaRegistryClient({"url": registry.url})
+    serde = JsonSchemaSerde(User, registry.url)
+    serde.prepare(topic, is_key=False)
+    theirs = JSONSerializer(serde.schema_text(), sr)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    producer.produce(topic, theirs({"id": 1, "name": "from confluent", "tier": "PRO"}, ctx))
+    producer.produce(topic, serde.dumps(User(id=2, name="from streamkit")))
+    assert producer.flush(30) == 0
+    raw = _consume(broker.bootstrap, topic, 2)
+    assert [serde.loads(r) for r in raw] == [User(id=1, name="from confluent", tier=Tier.PRO),
+                                             User(id=2, name="from streamkit")]
+    read = JSONDeserializer(None, schema_registry_client=sr)
+    assert [read(r, ctx) for r in raw][1] == {"id": 2, "name": "from streamkit", "email": None, "tier": "FREE"}
+    assert {int.from_bytes(r[1:5], "big") for r in raw} == {serde.schema_id}
