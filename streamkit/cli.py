@@ -993,10 +993,13 @@ RegistryOption = typer.Option(
 
 
 def _registry_call(url: str, call: Any) -> Any:
+    from streamkit.clients.security import command_settings
     from streamkit.schemas.client import RegistryClient, RegistryClientError
 
     try:
-        with RegistryClient(url) as client:
+        # a registry over https with basic auth: -X basic.auth.user.info=USER:PASSWORD,
+        # -X schema.registry.ssl.ca.location=FILE (Confluent's names), or --command-config
+        with RegistryClient(url, settings=command_settings()) as client:
             return call(client)
     except RegistryClientError as exc:
         raise _fail(str(exc)) from None
@@ -1019,6 +1022,8 @@ def schemas_list(
     prefix: str = typer.Option("", "--prefix", metavar="PREFIX", help="Only subjects starting with this."),
     deleted: bool = typer.Option(False, "--deleted", help="Include soft-deleted subjects."),
     registry: str = RegistryOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Subjects with their latest version, schema id and type."""
     def rows(client: Any) -> list[list[str]]:
@@ -1043,6 +1048,8 @@ def schemas_get(
     version: str = typer.Option("latest", "--version", metavar="V", help="A version number or latest."),
     schema_id: int | None = typer.Option(None, "--id", metavar="ID", help="A schema by its id instead."),
     registry: str = RegistryOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Print a subject's version, or the schema with an id. JSON schemas are indented."""
     import contextlib
@@ -1070,6 +1077,8 @@ def schemas_register(
     schema_type: str | None = typer.Option(None, "--type", metavar="TYPE", show_default="by the file's suffix",
                                            help="avro, json or protobuf."),
     registry: str = RegistryOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Register FILE under SUBJECT and print its id. It is checked against the subject's compatibility level first."""
     text, kind = _schema_file(path, schema_type)
@@ -1085,6 +1094,8 @@ def schemas_check(
                                            help="avro, json or protobuf."),
     version: str = typer.Option("latest", "--version", metavar="V", help="Check against this version."),
     registry: str = RegistryOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Check that FILE may be registered under SUBJECT. Exit 0 if compatible, 1 with the reasons if not."""
     text, kind = _schema_file(path, schema_type)

@@ -18,6 +18,7 @@ import fastavro
 import jsonschema
 import orjson
 
+from streamkit.clients.security import command_settings
 from streamkit.schemas.client import RegistryClient, RegistryClientError
 
 __all__ = ["VALUE_FORMATS", "value_decoder", "value_encoder"]
@@ -40,7 +41,7 @@ def value_encoder(url: str, topic: str, value_format: str, schema: str) -> Calla
     """Register ``schema`` under ``{topic}-value``; the function that turns a JSON line
     into the record value (ValueError: the line does not fit the schema)."""
     schema_type = VALUE_FORMATS[value_format]
-    with RegistryClient(url) as client:
+    with RegistryClient(url, settings=command_settings()) as client:
         schema_id = client.register(f"{topic}-value", schema, schema_type)
     header = _HEADER.pack(0, schema_id)
     if schema_type == "AVRO":
@@ -77,7 +78,7 @@ def value_encoder(url: str, topic: str, value_format: str, schema: str) -> Calla
 def value_decoder(url: str) -> Callable[[bytes], str]:
     """The function that prints a registry-encoded value as JSON (ValueError: it is not in
     the wire format, or its schema cannot be had)."""
-    client = RegistryClient(url)
+    client = RegistryClient(url, settings=command_settings())
     writers: dict[int, tuple[str, Any]] = {}
 
     def decode(data: bytes) -> str:

@@ -14,32 +14,27 @@ from pathlib import Path
 
 import pytest
 
-from streamkit.clients.users import create_user
 from streamkit.testing import BrokerProcess
-from streamkit.testing_tls import CertificateAuthority, scram_listener_settings
-from tests.integration.conftest import _finish
+from streamkit.testing_tls import CertificateAuthority, SecuredBroker, scram_broker
 from tests.integration.test_cli import fails, ok
 
 pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
-    return CertificateAuthority(tmp_path_factory.mktemp("ca"))
+def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    with scram_broker(tmp_path_factory.mktemp("secured"), {"admin": "admin-secret"}, acls=True,
+                      super_users=["admin"], settings={"allow.everyone.if.no.acl.found": "true"}) as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")
-def secured(ca: CertificateAuthority, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    cert = ca.issue("broker", "CN=localhost", hosts=["localhost", "127.0.0.1"])
-    process = BrokerProcess(tmp_path_factory.mktemp("secured") / "data", settings={
-        **scram_listener_settings(cert),
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true", "super.users": "User:admin",
-    }).start()
-    try:
-        create_user(process.address("PLAINTEXT"), "admin", "admin-secret")
-        yield process
-    finally:
-        _finish(process)
+def ca(secured_broker: SecuredBroker) -> CertificateAuthority:
+    return secured_broker.ca
+
+
+@pytest.fixture(scope="module")
+def secured(secured_broker: SecuredBroker) -> BrokerProcess:
+    return secured_broker.process
 
 
 def command_config(path: Path, ca: CertificateAuthority, password: str = "admin-secret") -> Path:
