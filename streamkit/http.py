@@ -40,6 +40,8 @@ __all__ = [
     "server_security",
 ]
 
+_STOP_GRACE_S = 5.0
+
 _Scope = dict[str, Any]
 _Receive = Callable[[], Awaitable[dict[str, Any]]]
 _Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -266,5 +268,10 @@ class HttpServer:
     async def stop(self) -> None:
         self._server.should_exit = True
         if self._task is not None:
+            # An idle TLS connection closes only once its client answers the close_notify (or
+            # after asyncio's 30 s): a client that keeps an idle pooled connection without
+            # reading it would hold the stop, so the rest are dropped after a grace period.
+            await asyncio.wait({self._task}, timeout=_STOP_GRACE_S)
+            self._server.force_exit = True
             await self._task
         self._sock.close()
