@@ -870,24 +870,46 @@ def console_command(
                                        help="A stream worker's web port (http://HOST:PORT); repeatable."),
     listen: str = typer.Option("127.0.0.1:8088", "--listen", metavar="HOST:PORT",
                                help="Where the console serves its pages (port 0: any free port)."),
+    ssl_keystore: Path | None = typer.Option(
+        None, "--ssl-keystore-location", metavar="FILE",
+        help="Serve over https with this PEM file (private key and certificate chain, as ssl.keystore.location)."),
+    users_file: Path | None = typer.Option(
+        None, "--basic-auth-users", metavar="FILE",
+        help="Ask for HTTP basic authentication with the users of this file ('user: password' lines, "
+             "Kafka Connect's PropertyFileLoginModule format)."),
+    http_user_info: str | None = typer.Option(
+        None, "--http-user-info", metavar="USER:PASSWORD", envvar="STREAMKIT_HTTP_USER_INFO",
+        help="Basic auth credentials of the Connect REST API and the workers' web endpoints."),
+    http_ca: Path | None = typer.Option(
+        None, "--http-ca-location", metavar="FILE",
+        help="PEM file of the CAs that signed the certificates of the Connect REST API and the workers (https)."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Serve the web console.
 
     Topics, messages, consumer groups, Connect and stream apps, in a browser."""
     from streamkit.console import ConsoleSettings
     from streamkit.console.server import serve
+    from streamkit.http import HttpSecurity, HttpSecurityError, read_credentials
 
     host, sep, port_text = listen.rpartition(":")
     if not sep or not port_text.isdigit() or not host:
         raise _fail(f"--listen expects HOST:PORT, got {listen!r}")
-    settings = ConsoleSettings(bootstrap, connect_url, tuple(app_urls))
+    settings = ConsoleSettings(bootstrap, connect_url, tuple(app_urls), http_user_info,
+                               str(http_ca) if http_ca else None)
+    try:
+        settings.http_options()
+        security = HttpSecurity(ssl_keystore, None, read_credentials(users_file) if users_file else {}, "streamkit console")
+    except HttpSecurityError as exc:
+        raise _fail(str(exc)) from None
 
     def announce(url: str) -> None:
         console.print(f"console listening on {url}", highlight=False, soft_wrap=True)
         sys.stdout.flush()
 
     try:
-        asyncio.run(serve(settings, host.strip("[]"), int(port_text), announce))
+        asyncio.run(serve(settings, host.strip("[]"), int(port_text), announce, security))
     except OSError as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
