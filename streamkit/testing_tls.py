@@ -124,17 +124,18 @@ def scram_listener_settings(broker: IssuedCertificate, mechanism: str = "SCRAM-S
     }
 
 
-def jaas_users(directory: Path, section: str, users: Mapping[str, str],
+def jaas_users(directory: Path, section: str | Sequence[str], users: Mapping[str, str],
                module: str = "org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule") -> Path:
-    """A JAAS file whose ``section`` names a PropertyFileLoginModule file of ``users``
-    (``user: password`` lines), as Kafka Connect's basic auth (section ``KafkaConnect``) and
-    Confluent's registry (``SchemaRegistry``, Jetty's module) read them: the value of
-    ``java.security.auth.login.config``."""
+    """A JAAS file whose ``section`` (or each of several) names a PropertyFileLoginModule
+    file of ``users`` (``user: password`` lines), as Kafka Connect's basic auth (section
+    ``KafkaConnect``) and Confluent's registry (``SchemaRegistry``, Jetty's module) read
+    them: the value of ``java.security.auth.login.config``."""
+    names = [section] if isinstance(section, str) else list(section)
     directory.mkdir(parents=True, exist_ok=True)
-    credentials = directory / f"{section.lower()}-users.properties"
+    credentials = directory / f"{names[0].lower()}-users.properties"
     credentials.write_text("".join(f"{user}: {password}\n" for user, password in users.items()))
-    jaas = directory / f"{section.lower()}-jaas.conf"
-    jaas.write_text(f'{section} {{\n  {module} required\n  file="{credentials}";\n}};\n')
+    jaas = directory / f"{names[0].lower()}-jaas.conf"
+    jaas.write_text("".join(f'{name} {{\n  {module} required\n  file="{credentials}";\n}};\n' for name in names))
     return jaas
 
 
