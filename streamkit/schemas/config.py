@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
+from streamkit.clients.errors import ClientError
+from streamkit.clients.security import aiokafka_security
 from streamkit.http import HttpSecurity, HttpSecurityError, server_security
 from streamkit.schemas.compatibility import LEVELS
 
@@ -28,6 +31,13 @@ SETTINGS = {
     "authentication.realm": "SchemaRegistry",
     "authentication.roles": "",
     "java.security.auth.login.config": "",
+    "kafkastore.security.protocol": "PLAINTEXT",
+    "kafkastore.sasl.mechanism": "PLAIN",
+    "kafkastore.sasl.jaas.config": "",
+    "kafkastore.ssl.truststore.location": "",
+    "kafkastore.ssl.truststore.type": "PEM",
+    "kafkastore.ssl.certificate.location": "",
+    "kafkastore.ssl.key.location": "",
 }
 
 
@@ -48,6 +58,13 @@ SETTINGS_DOC = {
     "authentication.method": "NONE, or BASIC: every request needs HTTP basic authentication with a user of the authentication.realm section of java.security.auth.login.config.",
     "authentication.realm": "The JAAS section whose PropertyFileLoginModule file holds the users (\"user: password[,role...]\" lines).",
     "authentication.roles": "Accepted for Confluent's files; every user of the realm may call every endpoint.",
+    "kafkastore.security.protocol": "How the registry's clients reach the brokers: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
+    "kafkastore.sasl.mechanism": "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.",
+    "kafkastore.sasl.jaas.config": 'The login: ...PlainLoginModule (or ScramLoginModule) required username="u" password="p";',
+    "kafkastore.ssl.truststore.location": "PEM file of the CAs that signed the brokers' certificates.",
+    "kafkastore.ssl.truststore.type": "PEM (the only type read).",
+    "kafkastore.ssl.certificate.location": "PEM client certificate, for mutual TLS with the brokers.",
+    "kafkastore.ssl.key.location": "PEM private key of kafkastore.ssl.certificate.location.",
     "java.security.auth.login.config": 'The JAAS file (Confluent takes it with -D): SchemaRegistry { org.eclipse.jetty.jaas.spi.PropertyFileLoginModule required file="/etc/schema-registry/users.properties"; };',
 }
 
@@ -69,6 +86,7 @@ class RegistryConfig:
     advertised_host: str
     security: HttpSecurity = field(default_factory=HttpSecurity)
     truststore: str | None = None  # the CA file that forwarded writes verify the leader with
+    kafkastore_security: Mapping[str, Any] = field(default_factory=dict)  # aiokafka's security arguments
 
     @staticmethod
     def from_settings(settings: Mapping[str, str]) -> RegistryConfig:
@@ -88,6 +106,11 @@ class RegistryConfig:
                                        jaas_section=values["authentication.realm"], realm=values["authentication.realm"])
         except HttpSecurityError as exc:
             raise RegistryConfigError(str(exc)) from None
+        try:
+            kafkastore_security = aiokafka_security({k[len("kafkastore."):]: v for k, v in values.items()
+                                                     if k.startswith("kafkastore.") and v})
+        except ClientError as exc:
+            raise RegistryConfigError(f"kafkastore.{exc}") from None
         level = values["schema.compatibility.level"].upper()
         if level not in LEVELS:
             raise RegistryConfigError(f"schema.compatibility.level: one of {', '.join(LEVELS)}, got {level!r}")
@@ -104,4 +127,5 @@ class RegistryConfig:
                               topic=values["kafkastore.topic"], replication=replication, compatibility_level=level,
                               group_id=values["schema.registry.group.id"], leader_eligible=eligible == "true",
                               advertised_host=values["host.name"], security=security,
-                              truststore=values["ssl.truststore.location"] or None)
+                              truststore=values["ssl.truststore.location"] or None,
+                              kafkastore_security=kafkastore_security)

@@ -49,11 +49,12 @@ class SchemaRegistryServer:
         host = config.advertised_host or ("127.0.0.1" if config.host in ("0.0.0.0", "") else config.host)
         url = f"{config.security.scheme}://{host}:{self.http.port}"
         client_id = f"schema-registry-{self.http.port}"
-        self.store = KafkaStore(config.bootstrap, config.topic, config.replication, self.state.apply, client_id)
+        self.store = KafkaStore(config.bootstrap, config.topic, config.replication, self.state.apply, client_id,
+                                config.kafkastore_security)
         await self.store.start()
         self.registry.store = self.store
         self.election = LeaderElection(config.bootstrap, config.group_id, config.topic, url, config.leader_eligible,
-                                       client_id)
+                                       client_id, config.kafkastore_security)
         self._forwarder = LeaderForwarder(self.election, self.store.read_to_end, config.truststore)
         await self.election.start()
         # serve once a leader is known (with a process that died still in the group, that

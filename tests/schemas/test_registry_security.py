@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from streamkit.schemas.serdes import AvroSerde, SchemaRegistrationError
 from streamkit.testing import BrokerProcess, SchemaRegistryProcess
-from streamkit.testing_tls import CertificateAuthority, jaas_users
+from streamkit.testing_tls import CertificateAuthority, jaas_users, scram_broker
 
 JETTY = "org.eclipse.jetty.jaas.spi.PropertyFileLoginModule"
 SCHEMA = '{"type": "record", "name": "Reading", "fields": [{"name": "celsius", "type": "double"}]}'
@@ -117,3 +117,21 @@ def test_connect_converter_reaches_the_secured_registry(secured: SchemaRegistryP
     assert converter.to_connect_data("converter-readings", data)[1] == 21.5
     assert converter.client is not None
     converter.client.close()
+
+
+def test_the_registry_keeps_its_schemas_on_a_sasl_ssl_broker(tmp_path: Path) -> None:
+    """Confluent's kafkastore.* client settings: the store, and the leader election, log in."""
+    with scram_broker(tmp_path, {"registry": "registry-secret"}) as secured_broker:
+        settings = {"kafkastore.security.protocol": "SASL_SSL", "kafkastore.sasl.mechanism": "SCRAM-SHA-256",
+                    "kafkastore.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+                                                   'required username="registry" password="registry-secret";',
+                    "kafkastore.ssl.truststore.location": str(secured_broker.ca.cert_path)}
+        with SchemaRegistryProcess(secured_broker.address, tmp_path / "registry.log", settings) as registry:
+            created = httpx.post(f"{registry.url}/subjects/kafkastore-value/versions", json={"schema": SCHEMA})
+            assert created.status_code == 200, created.text
+            assert httpx.get(f"{registry.url}/subjects").json() == ["kafkastore-value"]
+        wrong = subprocess.run([sys.executable, "-m", "streamkit", "schema-registry", "--set",
+                                f"kafkastore.bootstrap.servers={secured_broker.address}",
+                                "--set", "kafkastore.security.protocol=SASL_SSL"],
+                               capture_output=True, text=True, timeout=60)
+        assert wrong.returncode == 2 and "kafkastore.security.protocol=SASL_SSL needs sasl.username" in wrong.stderr
