@@ -5,10 +5,9 @@ uvicorn's own signal capture is off.
 
 Each can be served over TLS with HTTP basic authentication (``HttpSecurity``), as Kafka
 Connect's BasicAuthSecurityRestExtension and Confluent's ``authentication.method=BASIC`` do:
-the certificate is a PEM keystore (key and chain in one file, Kafka's KIP-651 form, or the
-key in ``ssl.key.location``), and the users are a Jetty/Kafka ``PropertyFileLoginModule``
-file, ``user: password[,role...]`` lines, named by a JAAS file's login module
-(``file="..."``) or directly. A request without valid credentials is answered 401 with a
+the certificate is a PEM keystore (the private key and the chain in one file, Kafka's KIP-651
+form), and the users are a Jetty/Kafka ``PropertyFileLoginModule`` file, ``user:
+password[,role...]`` lines, named by a JAAS file's login module (``file="..."``) or directly. A request without valid credentials is answered 401 with a
 JSON body (``{"error_code": 401, "message": ...}``) and ``WWW-Authenticate: Basic``.
 """
 

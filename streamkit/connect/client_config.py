@@ -166,7 +166,9 @@ def _security_problems(connector: Mapping[str, Any], prefix: str, problems: dict
     for name, value in _security_settings(connector, prefix).items():
         alone: dict[str, Any] = {name: value}
         if name in ("sasl.mechanism", "sasl.username", "sasl.password", "sasl.jaas.config"):
-            alone |= {"security.protocol": "SASL_PLAINTEXT", "sasl.username": "u", "sasl.password": "p", name: value}
+            # placeholders for what the worker may give; a JAAS line is read for its own credentials
+            given = {} if name == "sasl.jaas.config" else {"sasl.username": "u", "sasl.password": "p"}
+            alone = {"security.protocol": "SASL_PLAINTEXT", **given, name: value}
         elif name.startswith("ssl.") and name != "ssl.truststore.type":
             alone = {"security.protocol": "SSL", name: value}
             if name in ("ssl.certificate.location", "ssl.key.location"):
