@@ -870,24 +870,46 @@ def console_command(
                                        help="A stream worker's web port (http://HOST:PORT); repeatable."),
     listen: str = typer.Option("127.0.0.1:8088", "--listen", metavar="HOST:PORT",
                                help="Where the console serves its pages (port 0: any free port)."),
+    ssl_keystore: Path | None = typer.Option(
+        None, "--ssl-keystore-location", metavar="FILE",
+        help="Serve over https with this PEM file (private key and certificate chain, as ssl.keystore.location)."),
+    users_file: Path | None = typer.Option(
+        None, "--basic-auth-users", metavar="FILE",
+        help="Ask for HTTP basic authentication with the users of this file ('user: password' lines, "
+             "Kafka Connect's PropertyFileLoginModule format)."),
+    http_user_info: str | None = typer.Option(
+        None, "--http-user-info", metavar="USER:PASSWORD", envvar="STREAMKIT_HTTP_USER_INFO",
+        help="Basic auth credentials of the Connect REST API and the workers' web endpoints."),
+    http_ca: Path | None = typer.Option(
+        None, "--http-ca-location", metavar="FILE",
+        help="PEM file of the CAs that signed the certificates of the Connect REST API and the workers (https)."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Serve the web console.
 
     Topics, messages, consumer groups, Connect and stream apps, in a browser."""
     from streamkit.console import ConsoleSettings
     from streamkit.console.server import serve
+    from streamkit.http import HttpSecurity, HttpSecurityError, read_credentials
 
     host, sep, port_text = listen.rpartition(":")
     if not sep or not port_text.isdigit() or not host:
         raise _fail(f"--listen expects HOST:PORT, got {listen!r}")
-    settings = ConsoleSettings(bootstrap, connect_url, tuple(app_urls))
+    settings = ConsoleSettings(bootstrap, connect_url, tuple(app_urls), http_user_info,
+                               str(http_ca) if http_ca else None)
+    try:
+        settings.http_options()
+        security = HttpSecurity(ssl_keystore, None, read_credentials(users_file) if users_file else {}, "streamkit console")
+    except HttpSecurityError as exc:
+        raise _fail(str(exc)) from None
 
     def announce(url: str) -> None:
         console.print(f"console listening on {url}", highlight=False, soft_wrap=True)
         sys.stdout.flush()
 
     try:
-        asyncio.run(serve(settings, host.strip("[]"), int(port_text), announce))
+        asyncio.run(serve(settings, host.strip("[]"), int(port_text), announce, security))
     except OSError as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -993,10 +1015,13 @@ RegistryOption = typer.Option(
 
 
 def _registry_call(url: str, call: Any) -> Any:
+    from streamkit.clients.security import command_settings
     from streamkit.schemas.client import RegistryClient, RegistryClientError
 
     try:
-        with RegistryClient(url) as client:
+        # a registry over https with basic auth: -X basic.auth.user.info=USER:PASSWORD,
+        # -X schema.registry.ssl.ca.location=FILE (Confluent's names), or --command-config
+        with RegistryClient(url, settings=command_settings()) as client:
             return call(client)
     except RegistryClientError as exc:
         raise _fail(str(exc)) from None
@@ -1019,6 +1044,8 @@ def schemas_list(
     prefix: str = typer.Option("", "--prefix", metavar="PREFIX", help="Only subjects starting with this."),
     deleted: bool = typer.Option(False, "--deleted", help="Include soft-deleted subjects."),
     registry: str = RegistryOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Subjects with their latest version, schema id and type."""
     def rows(client: Any) -> list[list[str]]:
@@ -1043,6 +1070,8 @@ def schemas_get(
     version: str = typer.Option("latest", "--version", metavar="V", help="A version number or latest."),
     schema_id: int | None = typer.Option(None, "--id", metavar="ID", help="A schema by its id instead."),
     registry: str = RegistryOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Print a subject's version, or the schema with an id. JSON schemas are indented."""
     import contextlib
@@ -1070,6 +1099,8 @@ def schemas_register(
     schema_type: str | None = typer.Option(None, "--type", metavar="TYPE", show_default="by the file's suffix",
                                            help="avro, json or protobuf."),
     registry: str = RegistryOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Register FILE under SUBJECT and print its id. It is checked against the subject's compatibility level first."""
     text, kind = _schema_file(path, schema_type)
@@ -1085,6 +1116,8 @@ def schemas_check(
                                            help="avro, json or protobuf."),
     version: str = typer.Option("latest", "--version", metavar="V", help="Check against this version."),
     registry: str = RegistryOption,
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Check that FILE may be registered under SUBJECT. Exit 0 if compatible, 1 with the reasons if not."""
     text, kind = _schema_file(path, schema_type)

@@ -3,7 +3,8 @@
 By default (``python -m streamkit.demo [DIR]``) it runs the pipeline of
 ``streamkit.demo_pipeline``: a file source connector ingests generated page views, a stream
 app counts them per page and minute, the Spark sink connector exports the counts and Spark
-prints the top pages. ``--tour broker|streams|log|all`` runs the tours instead:
+prints the top pages; with ``--secure`` against a broker that only speaks SASL_SSL, with
+ACLs (``streamkit.demo_pipeline``). ``--tour broker|streams|log|all`` runs the tours instead:
 
 1. The broker: start one (in this process, on a free port), produce page views with a
    plain Kafka client (aiokafka), count them in a consumer group, restart the broker and
@@ -293,6 +294,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tour", choices=TOURS, default="pipeline",
                         help="pipeline (default): the whole pipeline; broker, streams, log: one tour; all: the "
                              "three tours")
+    parser.add_argument("--secure", action="store_true",
+                        help="pipeline: against a broker with only a SASL_SSL listener and ACLs, Connect's REST "
+                             "API and the app's web endpoints over https with basic auth")
     parser.add_argument("--keep-running", action="store_true",
                         help="pipeline: keep the broker, Connect, the app and the web console running after "
                              "the run until Ctrl-C")
@@ -308,7 +312,8 @@ def main(argv: list[str] | None = None) -> None:
                           "openjdk-17-jre-headless); the tours run without it: python -m streamkit.demo --tour all")
             sys.exit(2)
 
-        exact = asyncio.run(run_pipeline(root / "pipeline", console, keep_running=args.keep_running))
+        exact = asyncio.run(run_pipeline(root / "pipeline", console, keep_running=args.keep_running,
+                                         secure=args.secure))
         console.print("\nmore: python -m streamkit.demo --tour broker|streams|log|all")
         sys.exit(0 if exact else 1)
     if args.tour in ("broker", "all"):

@@ -20,6 +20,13 @@
 
 Progress bars follow the ingestion (records on ``page_views``), the processing (final
 window counts on ``page_counts``) and the export (rows committed to the table).
+
+With ``secure`` (``python -m streamkit.demo --secure``) the same pipeline runs against a
+broker that only has a SASL_SSL listener (PLAIN logins over TLS, a certificate from a CA the
+demo makes) with ACLs on: Connect logs in as ``connect``, the stream app as ``pipeline``,
+each allowed only its topics and groups (``SECURE_USERS``, ``_secure_acls``); the demo's own
+clients and the console as the super user ``admin``. Connect's REST API and the app's web
+endpoints are served over https with basic authentication, which the console uses.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ if TYPE_CHECKING:
 
     from streamkit.streams.app import App
 
-__all__ = ["VIEWS", "Sample", "generate", "run_pipeline"]
+__all__ = ["SECURE_USERS", "VIEWS", "Sample", "SecureSetup", "generate", "run_pipeline"]
 
 VIEWS = 300_000
 MINUTES = 60
@@ -105,7 +112,88 @@ def generate(path: Path, views: int = VIEWS, seed: int = 7) -> Sample:
     return Sample(path, len(lines), views, dict(windows))
 
 
-def _app(bootstrap: str, data_dir: Path, registry_url: str) -> App:
+# The demo's SASL users with --secure: admin is a super user; the others have ACLs.
+SECURE_USERS = {"admin": "admin-secret", "connect": "connect-secret", "pipeline": "pipeline-secret"}
+APP_ID = "demo-pipeline"
+
+
+@dataclass(frozen=True)
+class SecureSetup:
+    """The files of ``--secure``: a CA, the certificate its servers share (broker, Connect's
+    REST API, the app's web endpoints), and a JAAS file of the HTTP users."""
+
+    ca: Path
+    keystore: Path
+    jaas: Path
+
+    @staticmethod
+    def make(directory: Path) -> SecureSetup:
+        from streamkit.testing_tls import CertificateAuthority, jaas_users
+
+        ca = CertificateAuthority(directory)
+        cert = ca.issue("localhost", "CN=localhost", hosts=["localhost", "127.0.0.1"])
+        # Connect's REST API and the app's web endpoints: one users file, each its own section
+        jaas = jaas_users(directory, ["KafkaConnect", "StreamkitWorker"], {"admin": SECURE_USERS["admin"]})
+        return SecureSetup(ca.cert_path, cert.keystore, jaas)
+
+    def broker_settings(self) -> dict[str, str]:
+        """One SASL_SSL listener, PLAIN users in Kafka's JAAS line, the StandardAuthorizer."""
+        users = " ".join(f'user_{name}="{password}"' for name, password in SECURE_USERS.items())
+        return {"listeners": "SASL_SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": str(self.keystore), "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                    f'username="admin" password="{SECURE_USERS["admin"]}" {users};',
+                "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "super.users": "User:admin"}
+
+    def client_settings(self, user: str) -> dict[str, str]:
+        """Kafka's client settings that log ``user`` in."""
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": user,
+                "sasl.password": SECURE_USERS[user], "ssl.ca.location": str(self.ca)}
+
+    def connect_settings(self) -> dict[str, str]:
+        """The worker's clients log in as connect; its REST API is https with basic auth."""
+        return {**self.client_settings("connect"), "listeners": "https://127.0.0.1:0",
+                "listeners.https.ssl.keystore.location": str(self.keystore),
+                "rest.extension.classes":
+                    "org.apache.kafka.connect.rest.basic.auth.extension.BasicAuthSecurityRestExtension",
+                "java.security.auth.login.config": str(self.jaas)}
+
+    def registry_settings(self) -> dict[str, str]:
+        """The registry keeps its schemas in the broker as admin (Confluent's kafkastore.*)."""
+        return {"kafkastore.security.protocol": "SASL_SSL", "kafkastore.sasl.mechanism": "PLAIN",
+                "kafkastore.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                                               f'username="admin" password="{SECURE_USERS["admin"]}";',
+                "kafkastore.ssl.truststore.location": str(self.ca)}
+
+    def app_settings(self) -> dict[str, str]:
+        """The app's clients log in as pipeline; its web endpoints are https with basic auth."""
+        return {**self.client_settings("pipeline"), "web.ssl.keystore.location": str(self.keystore),
+                "web.authentication.method": "BASIC", "java.security.auth.login.config": str(self.jaas)}
+
+
+def _secure_acls() -> list[Any]:
+    """What each user may do, as ``streamkit acls add`` would grant it."""
+    from streamkit.clients.acls import AclOptions, bindings
+
+    connect, pipeline = ["User:connect"], ["User:pipeline"]
+    return [
+        # the file source writes page_views; the Spark sink reads page_counts in its group
+        *bindings(AclOptions(allow_principals=connect, topic="page_views", producer=True)),
+        *bindings(AclOptions(allow_principals=connect, topic="page_counts", group="connect-demo-spark-sink",
+                             consumer=True)),
+        *bindings(AclOptions(allow_principals=connect, cluster=True, operations=["Describe", "IdempotentWrite"])),
+        # the app reads page_views, writes page_counts, owns its internal topics and group
+        *bindings(AclOptions(allow_principals=pipeline, topic="page_views", group=APP_ID, consumer=True)),
+        *bindings(AclOptions(allow_principals=pipeline, topic="page_counts", producer=True)),
+        *bindings(AclOptions(allow_principals=pipeline, topic=APP_ID, pattern_type="prefixed")),
+        *bindings(AclOptions(allow_principals=pipeline, transactional_id=APP_ID, pattern_type="prefixed")),
+        *bindings(AclOptions(allow_principals=pipeline, cluster=True, operations=["Describe", "IdempotentWrite"])),
+    ]
+
+
+def _app(bootstrap: str, data_dir: Path, registry_url: str, config: dict[str, Any] | None = None) -> App:
     """Views per page per minute, as ``apps/pageviews.py`` declares it (event time from ``ts``),
     the counts written to ``page_counts`` as Avro through the Schema Registry."""
     from datetime import timedelta
@@ -127,8 +215,8 @@ def _app(bootstrap: str, data_dir: Path, registry_url: str) -> App:
         window_end: int
         views: int
 
-    app = App("demo-pipeline", broker=bootstrap, data_dir=data_dir,
-              config={"commit.interval.ms": 200, "num.partitions": 2})
+    app = App(APP_ID, broker=bootstrap, data_dir=data_dir,
+              config={"commit.interval.ms": 200, "num.partitions": 2, **(config or {})})
     views = app.topic("page_views", value_type=PageView, partitions=1, timestamp=lambda e: e.value.ts)
     (app.stream(views)
         .filter(lambda v: v.page != HEALTH)
@@ -176,14 +264,14 @@ def _start_spark(warehouse: Path) -> tuple[Future[None], Future[SparkSession]]:
     return jvm, session
 
 
-async def _start_registry(bootstrap: str) -> tuple[str, Callable[[], None]]:
+async def _start_registry(bootstrap: str, settings: dict[str, str]) -> tuple[str, Callable[[], None]]:
     """A Schema Registry in this process, on its own thread and event loop: the Connect
     worker's converters ask it for schemas with blocking calls from the demo's loop, which
     would wait forever on a registry served by that same loop. Its URL, and how to stop it."""
     from streamkit.schemas import RegistryConfig, SchemaRegistryServer
 
     server = SchemaRegistryServer(RegistryConfig.from_settings({
-        "listeners": "http://127.0.0.1:0", "kafkastore.bootstrap.servers": bootstrap}))
+        "listeners": "http://127.0.0.1:0", "kafkastore.bootstrap.servers": bootstrap, **settings}))
     loop = asyncio.new_event_loop()
     ready: Future[str] = Future()
 
@@ -268,13 +356,16 @@ async def _until_interrupted(console: Console, url: str) -> None:
 
 
 async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, timeout: float = 150,
-                       keep_running: bool = False) -> bool:
+                       keep_running: bool = False, secure: bool = False) -> bool:
     """Run the pipeline in ``directory`` (wiped first); True when Spark's top pages equal the
     batch computation of the input. The web console shows it while it runs; with
-    ``keep_running`` everything stays up after the run until Ctrl-C, to look around in it."""
+    ``keep_running`` everything stays up after the run until Ctrl-C, to look around in it;
+    with ``secure``, against a SASL_SSL broker with ACLs (the module's docstring)."""
     from aiokafka import AIOKafkaConsumer
 
+    from streamkit.clients.acls import create_acls
     from streamkit.clients.admin import create_topic
+    from streamkit.clients.security import aiokafka_security, use_client_config
     from streamkit.connect.spark import read_committed, release_spark_session
     from streamkit.connect.spark_log import CommitLog
     from streamkit.connect.standalone import StandaloneWorker
@@ -292,31 +383,44 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
     jvm_started, spark_future = _start_spark(directory / "spark")
     table = directory / "tables" / "page_counts"
     expected = len(sample.windows)
+    setup = SecureSetup.make(directory / "tls") if secure else None
+    admin_security: dict[str, Any] = {}
+    if setup is not None:
+        # the demo's own clients (topic creation, ACLs, progress) and the console: admin
+        use_client_config(setup.client_settings("admin"), from_file=False)
+        admin_security = aiokafka_security(setup.client_settings("admin"))
     # The sample's event times are in November 2023, and the repartitioned views and the
     # window results carry them: under the default retention.ms (7 days) the broker would
     # delete them at its next retention check, as Kafka would (README: old event timestamps).
-    async with embedded_broker(directory / "broker", {"log.retention.ms": -1}) as broker:
-        registry_url, stop_registry = await _start_registry(broker.bootstrap)
+    broker_settings = {"log.retention.ms": -1, **(setup.broker_settings() if setup else {})}
+    async with embedded_broker(directory / "broker", broker_settings) as broker:
+        registry_url, stop_registry = await _start_registry(broker.bootstrap, setup.registry_settings() if setup else {})
         await create_topic(broker.bootstrap, "page_views", 1, {})
-        app = _app(broker.bootstrap, directory / "app", registry_url)
+        if setup is not None:
+            await create_acls(broker.bootstrap, _secure_acls())
+            console.print(f"broker: SASL_SSL only (PLAIN users {', '.join(SECURE_USERS)}; CA {setup.ca}), "
+                          "ACLs on: connect and pipeline may use only their topics and groups")
+        app = _app(broker.bootstrap, directory / "app", registry_url, setup.app_settings() if setup else None)
         runtime = await app.start(web_port=0)
         worker = StandaloneWorker(load_worker_config({
             "bootstrap.servers": broker.bootstrap, "listeners": "http://127.0.0.1:0",
             "offset.storage.file.filename": str(directory / "connect" / "offsets.json"),
-            "offset.flush.interval.ms": "1000"}), [
+            "offset.flush.interval.ms": "1000", **(setup.connect_settings() if setup else {})}), [
             _connector("demo-file-source.json", file=str(sample.path)),
             _connector("demo-spark-sink.json", path=str(table), **{"value.converter.schema.registry.url": registry_url}),
         ])
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, **admin_security)
         commit_log = CommitLog(table)
         web_console: ConsoleServer | None = None
         try:
             await asyncio.wrap_future(jvm_started)
             await worker.start()
             await consumer.start()
-            web_console = ConsoleServer(ConsoleSettings(broker.bootstrap, worker.url,
-                                                        (f"http://{runtime.web.host}:{runtime.web.port}",)),
-                                        "127.0.0.1", 0)
+            scheme = runtime.web.security.scheme
+            web_console = ConsoleServer(ConsoleSettings(
+                broker.bootstrap, worker.url, (f"{scheme}://{runtime.web.host}:{runtime.web.port}",),
+                f"admin:{SECURE_USERS['admin']}" if setup else None, str(setup.ca) if setup else None),
+                "127.0.0.1", 0)
             await web_console.start()
             console.print(f"broker on {broker.bootstrap}, schema registry on {registry_url}; Connect worker on "
                           f"{worker.url} running demo-file-source and demo-spark-sink; app demo-pipeline counting "

@@ -6,22 +6,34 @@
     alice = ca.issue("alice", "CN=alice,OU=eng")
     # broker.keystore: key + chain in one file (ssl.keystore.location)
     # ca.cert_path: the truststore (ssl.truststore.location / ssl.ca.location)
+
+``scram_broker`` starts a broker process whose clients log in with SCRAM over SASL_SSL (and
+a PLAINTEXT listener for the test's own setup), with its SCRAM users made and ACLs on when
+asked: the secured broker of the CLI's, stream apps' and Connect's security tests.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-__all__ = ["CertificateAuthority", "IssuedCertificate", "scram_listener_settings"]
+if TYPE_CHECKING:
+    from streamkit.testing import BrokerProcess
+
+__all__ = ["CertificateAuthority", "IssuedCertificate", "SecuredBroker", "jaas_users", "scram_broker",
+           "scram_listener_settings"]
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 _DAY = datetime.timedelta(days=1)
 
@@ -110,3 +122,69 @@ def scram_listener_settings(broker: IssuedCertificate, mechanism: str = "SCRAM-S
             "org.apache.kafka.common.security.scram.ScramLoginModule required;",
         "connection.failed.authentication.delay.ms": "10",
     }
+
+
+def jaas_users(directory: Path, section: str | Sequence[str], users: Mapping[str, str],
+               module: str = "org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule") -> Path:
+    """A JAAS file whose ``section`` (or each of several) names a PropertyFileLoginModule
+    file of ``users`` (``user: password`` lines), as Kafka Connect's basic auth (section
+    ``KafkaConnect``) and Confluent's registry (``SchemaRegistry``, Jetty's module) read
+    them: the value of ``java.security.auth.login.config``."""
+    names = [section] if isinstance(section, str) else list(section)
+    directory.mkdir(parents=True, exist_ok=True)
+    credentials = directory / f"{names[0].lower()}-users.properties"
+    credentials.write_text("".join(f"{user}: {password}\n" for user, password in users.items()))
+    jaas = directory / f"{names[0].lower()}-jaas.conf"
+    jaas.write_text("".join(f'{name} {{\n  {module} required\n  file="{credentials}";\n}};\n' for name in names))
+    return jaas
+
+
+@dataclass(frozen=True, slots=True)
+class SecuredBroker:
+    process: BrokerProcess
+    ca: CertificateAuthority
+    mechanism: str
+
+    @property
+    def address(self) -> str:
+        """The SASL_SSL listener (``host:port``)."""
+        return self.process.address("SASL_SSL")
+
+    @property
+    def plaintext(self) -> str:
+        """The PLAINTEXT listener, for a test's own setup and checks."""
+        return self.process.address("PLAINTEXT")
+
+    def client_settings(self, user: str, password: str) -> dict[str, str]:
+        """Kafka's client settings (librdkafka's names) that log ``user`` in over SASL_SSL."""
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": self.mechanism, "sasl.username": user,
+                "sasl.password": password, "ssl.ca.location": str(self.ca.cert_path)}
+
+
+@contextlib.contextmanager
+def scram_broker(directory: Path, users: Mapping[str, str], *, acls: bool = False, super_users: Sequence[str] = (),
+                 mechanism: str = "SCRAM-SHA-256", settings: Mapping[str, str] | None = None) -> Iterator[SecuredBroker]:
+    """A broker process with a SASL_SSL listener (``mechanism``) and a PLAINTEXT one, its
+    certificate signed by a CA made in ``directory``, and the SCRAM ``users`` (name to
+    password). With ``acls`` the StandardAuthorizer is on: ``super_users`` may do anything,
+    the others what their ACLs allow (``allow.everyone.if.no.acl.found`` stays false).
+    The broker must still be alive, and exit 0 when stopped, at the end."""
+    from streamkit.clients.users import create_user
+    from streamkit.testing import BrokerProcess
+
+    ca = CertificateAuthority(directory / "ca")
+    cert = ca.issue("broker", "CN=localhost", hosts=["localhost", "127.0.0.1"])
+    extra: dict[str, str] = {**scram_listener_settings(cert, mechanism), "group.initial.rebalance.delay.ms": "0"}
+    if acls:
+        extra |= {"authorizer.class.name": STANDARD_AUTHORIZER,
+                  "super.users": ";".join(f"User:{name}" for name in super_users)}
+    process = BrokerProcess(directory / "data", settings={**extra, **(settings or {})}).start()
+    try:
+        for name, password in users.items():
+            create_user(process.address("PLAINTEXT"), name, password, mechanism=mechanism)
+        yield SecuredBroker(process, ca, mechanism)
+    finally:
+        died = process.process is not None and process.process.poll() is not None
+        code = process.stop(timeout_s=30)
+        if died or code != 0:
+            raise AssertionError(f"the secured broker {'died' if died else f'exited {code}'}:\n{process.log_tail()}")

@@ -1,34 +1,32 @@
 """ConsumerGroupDescribe (KIP-848) for the CLI: member epochs and the group's protocol.
 
 aiokafka has no request class for it, so this speaks the two requests it needs
-(FindCoordinator v4, ConsumerGroupDescribe v0) with kio's codecs over one asyncio
-connection each. A broker that does not know the API (Kafka before 3.7) or a group of the
+(FindCoordinator v4, ConsumerGroupDescribe v0) with kio's codecs over one connection each
+(``streamkit.clients.kio_calls``: with the command's TLS and SASL settings). A broker that does not know the API (Kafka before 3.7) or a group of the
 classic protocol gives ``None``: the caller then shows the classic view.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
-import itertools
-import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_response_schema
+from aiokafka.errors import KafkaError
 from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.types import GroupId
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i8, i16, i32
+from kio.static.primitive import i8
 
+from streamkit.clients.errors import ClientError
+from streamkit.clients.kio_calls import kio_connection
 from streamkit.clients.lifecycle import bootstrap_addresses
+from streamkit.clients.security import command_security
 
 __all__ = ["ModernGroup", "ModernMember", "describe_modern_groups"]
 
 _TIMEOUT_S = 10.0
-_ids = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,32 +50,10 @@ class ModernGroup:
     members: tuple[ModernMember, ...]
 
 
-def _encode(obj: Any) -> bytes:
-    buf = io.BytesIO()
-    entity_writer(type(obj))(buf, obj)
-    return buf.getvalue()
-
-
 async def _call(host: str, port: int, body: Any) -> Any:
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), _TIMEOUT_S)
-    try:
-        correlation = next(_ids)
-        header = type(body).__header_schema__(
-            request_api_key=i16(type(body).__api_key__), request_api_version=i16(type(body).__version__),
-            correlation_id=i32(correlation), client_id="streamkit-cli")
-        data = _encode(header) + _encode(body)
-        writer.write(struct.pack(">i", len(data)) + data)
-        await writer.drain()
-        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), _TIMEOUT_S))
-        frame = await asyncio.wait_for(reader.readexactly(size), _TIMEOUT_S)
-    finally:
-        writer.close()
-        await writer.wait_closed()
-    response_type = load_response_schema(type(body).__api_key__, type(body).__version__)
-    header_out, used = entity_reader(response_type.__header_schema__)(frame, 0)
-    if int(header_out.correlation_id) != correlation:
-        raise ConnectionError("response to another request")
-    return entity_reader(response_type)(frame, used)[0]
+    """One request on its own connection, logged in as the command's clients are."""
+    async with kio_connection(f"{host}:{port}", command_security(), _TIMEOUT_S) as call:
+        return await asyncio.wait_for(call(body), _TIMEOUT_S)
 
 
 def _partitions(assignment: Any) -> tuple[tuple[str, int], ...]:
@@ -108,6 +84,6 @@ async def describe_modern_groups(bootstrap: str, groups: list[str]) -> dict[str,
                     tuple(ModernMember(m.member_id, m.instance_id, m.client_id, m.client_host, int(m.member_epoch),
                                        _partitions(m.assignment), _partitions(m.target_assignment))
                           for m in g.members))
-    except (TimeoutError, OSError, EOFError, asyncio.IncompleteReadError, ValueError):
+    except (TimeoutError, OSError, EOFError, ValueError, KafkaError, ClientError):
         return dict.fromkeys(groups)
     return out

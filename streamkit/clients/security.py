@@ -34,7 +34,8 @@ from typing import Any
 
 from streamkit.clients.errors import ClientError
 
-__all__ = ["SECURITY_SETTINGS", "aiokafka_security", "command_client_config", "command_security", "librdkafka_config",
+__all__ = ["SECURITY_SETTINGS", "aiokafka_security", "command_client_config", "command_security", "command_settings",
+           "librdkafka_config",
            "login_refused",
            "read_client_properties", "use_client_config"]
 
@@ -159,6 +160,11 @@ def _command_config() -> dict[str, str]:
     return {**_file_config.get(), **_option_config.get()}
 
 
+def command_settings() -> dict[str, str]:
+    """Every setting of this command (Kafka's and, for a schema registry, Confluent's names)."""
+    return _command_config()
+
+
 def command_client_config() -> dict[str, str]:
     """The client settings of this command for librdkafka ({} when none was given)."""
     return librdkafka_config(_command_config())
@@ -167,7 +173,10 @@ def command_client_config() -> dict[str, str]:
 def librdkafka_config(settings: Mapping[str, str]) -> dict[str, str]:
     """``settings`` for librdkafka: the Java clients' ``ssl.truststore.location`` (PEM) and
     ``sasl.jaas.config`` (Plain/Scram login module) become librdkafka's names."""
-    out = dict(settings)
+    from streamkit.schemas.client import REGISTRY_CLIENT_SETTINGS
+
+    # a schema registry's client settings (-X basic.auth.user.info=...) are not librdkafka's
+    out = {k: v for k, v in settings.items() if k not in REGISTRY_CLIENT_SETTINGS}
     if "ssl.truststore.location" in out:
         out.setdefault("ssl.ca.location", out.pop("ssl.truststore.location"))
     out.pop("ssl.truststore.type", None)

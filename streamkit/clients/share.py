@@ -1,21 +1,17 @@
 """Share groups (KIP-932) for the CLI: ShareGroupDescribe and DescribeShareGroupOffsets.
 
 No Python Kafka admin client speaks these APIs yet, so this sends them itself: kio encodes
-the requests and decodes the responses over one asyncio connection to the bootstrap broker
+the requests and decodes the responses over one connection to the bootstrap broker, with
+the command's TLS and SASL settings (``streamkit.clients.kio_calls``)
 (the group's coordinator on a single broker; on a cluster, ask the coordinator's address).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
-import struct
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
-from kio.index import load_response_schema
+from aiokafka.errors import KafkaConnectionError
 from kio.schema.alter_share_group_offsets.v0.request import (
     AlterShareGroupOffsetsRequest,
     AlterShareGroupOffsetsRequestPartition,
@@ -28,11 +24,10 @@ from kio.schema.describe_share_group_offsets.v1.request import (
 from kio.schema.errors import ErrorCode
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.types import GroupId, TopicName
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import i32, i64
 
-from streamkit.clients.errors import BrokerUnreachable, connect_failure
-from streamkit.clients.lifecycle import bootstrap_addresses
+from streamkit.clients.kio_calls import kio_connection
+from streamkit.clients.security import command_security
 
 __all__ = [
     "ShareGroupDescription",
@@ -68,51 +63,15 @@ class ShareGroupDescription:
     lags: list[SharePartitionLag]
 
 
-def _encode(obj: Any) -> bytes:
-    buf = io.BytesIO()
-    entity_writer(type(obj))(buf, obj)
-    return buf.getvalue()
-
-
-async def _call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: Any, correlation_id: int) -> Any:
-    header = type(body).__header_schema__(
-        request_api_key=i16(type(body).__api_key__), request_api_version=i16(type(body).__version__),
-        correlation_id=i32(correlation_id), client_id="streamkit-cli")
-    data = _encode(header) + _encode(body)
-    writer.write(struct.pack(">i", len(data)) + data)
-    await writer.drain()
-    (size,) = struct.unpack(">i", await reader.readexactly(4))
-    frame = await reader.readexactly(size)
-    response_type = load_response_schema(type(body).__api_key__, type(body).__version__)
-    _header, used = entity_reader(response_type.__header_schema__)(frame, 0)
-    response, _ = entity_reader(response_type)(frame, used)
-    return response
-
-
-@contextlib.asynccontextmanager
-async def _connection(bootstrap: str, timeout_s: float) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-    host, port = bootstrap_addresses(bootstrap)[0]
-    try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-    except (TimeoutError, OSError) as exc:
-        raise BrokerUnreachable(bootstrap, connect_failure(exc, timeout_s)) from None
-    try:
-        yield reader, writer
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
-
-
 async def alter_share_group_offsets(bootstrap: str, group: str, topic: str, offsets: dict[int, int],
                                     timeout_s: float = 15) -> None:
     """Set the share start offset of partitions of an empty share group (-1 latest,
     -2 earliest); raises ValueError with the broker's message when refused."""
-    async with _connection(bootstrap, timeout_s) as (reader, writer):
-        reply = await asyncio.wait_for(_call(reader, writer, AlterShareGroupOffsetsRequest(
+    async with kio_connection(bootstrap, command_security(), timeout_s) as call:
+        reply = await asyncio.wait_for(call(AlterShareGroupOffsetsRequest(
             group_id=GroupId(group), topics=(AlterShareGroupOffsetsRequestTopic(topic_name=TopicName(topic), partitions=tuple(
                 AlterShareGroupOffsetsRequestPartition(partition_index=i32(p), start_offset=i64(o))
-                for p, o in sorted(offsets.items()))),)), 1), timeout_s)
+                for p, o in sorted(offsets.items()))),))), timeout_s)
     if reply.error_code != ErrorCode.none:
         raise ValueError(f"share group {group}: {reply.error_message or reply.error_code.name}")
     for t in reply.responses:
@@ -125,15 +84,15 @@ async def describe_share_group(bootstrap: str, group: str, timeout_s: float = 15
     """The share group's state, members and per-partition start offset and lag; None when
     the broker knows no share group of that name (or speaks no share-group APIs)."""
     try:
-        async with _connection(bootstrap, timeout_s) as (reader, writer):
-            described = await asyncio.wait_for(_call(reader, writer, ShareGroupDescribeRequest(
-                group_ids=(GroupId(group),), include_authorized_operations=False), 1), timeout_s)
+        async with kio_connection(bootstrap, command_security(), timeout_s) as call:
+            described = await asyncio.wait_for(call(ShareGroupDescribeRequest(
+                group_ids=(GroupId(group),), include_authorized_operations=False)), timeout_s)
             g = described.groups[0]
             if g.error_code != ErrorCode.none:
                 return None
-            offsets = await asyncio.wait_for(_call(reader, writer, DescribeShareGroupOffsetsRequest(groups=(
-                DescribeShareGroupOffsetsRequestGroup(group_id=GroupId(group), topics=None),)), 2), timeout_s)
-    except (asyncio.IncompleteReadError, ConnectionResetError):
+            offsets = await asyncio.wait_for(call(DescribeShareGroupOffsetsRequest(groups=(
+                DescribeShareGroupOffsetsRequestGroup(group_id=GroupId(group), topics=None),))), timeout_s)
+    except KafkaConnectionError:
         return None  # a broker without share groups closes the connection
     members = [ShareMember(m.member_id, m.client_id, m.client_host, int(m.member_epoch),
                            [(t.topic_name, int(p)) for t in m.assignment.topic_partitions for p in t.partitions])

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 _DEFAULT_CONVERTER = "org.apache.kafka.connect.json.JsonConverter"
 # Keys under these prefixes are read by the converters and the Kafka clients (which check them).
 _RUNTIME_PREFIXES = ("key.converter.", "value.converter.", "header.converter.",
-                     "consumer.override.", "producer.override.")
+                     "consumer.override.", "producer.override.", "admin.override.")
 
 
 def _csv(value: Any) -> Any:

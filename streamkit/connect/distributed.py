@@ -43,6 +43,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from streamkit.connect import kafka_ops
+from streamkit.connect.client_config import security_kwargs
 from streamkit.connect.cluster_state import (
     ClusterState,
     ConnectAssignor,
@@ -110,15 +111,16 @@ class DistributedHerder:
         self.offsets = KafkaOffsetStore()
         self._worker_settings = worker.raw()
         bootstrap = worker.bootstrap_servers
+        security = worker.client_security()
         assert worker.config_storage_topic and worker.status_storage_topic and worker.offset_storage_topic
         self._config_log = KafkaLog(bootstrap, worker.config_storage_topic, 1, worker.config_storage_replication_factor,
-                                    self._on_config, f"connect-{worker_id}-configs")
+                                    self._on_config, f"connect-{worker_id}-configs", security)
         self._status_log = KafkaLog(bootstrap, worker.status_storage_topic, worker.status_storage_partitions,
                                     worker.status_storage_replication_factor, self._on_status,
-                                    f"connect-{worker_id}-statuses")
+                                    f"connect-{worker_id}-statuses", security)
         self.offsets.log = KafkaLog(bootstrap, worker.offset_storage_topic, worker.offset_storage_partitions,
                                     worker.offset_storage_replication_factor, self.offsets.on_record,
-                                    f"connect-{worker_id}-offsets", isolation_level="read_committed")
+                                    f"connect-{worker_id}-offsets", security, isolation_level="read_committed")
         self._caught_up = False
         self._restarts: list[Restart] = []
         self._wake = asyncio.Event()
@@ -176,7 +178,8 @@ class DistributedHerder:
             bootstrap_servers=self.worker.bootstrap_servers, group_id=self.worker.group_id,
             client_id=f"connect-worker-{self.worker_id}", enable_auto_commit=False,
             partition_assignment_strategy=(ConnectAssignor(self.worker_id, self.url, self._on_members),),
-            session_timeout_ms=self.worker.session_timeout_ms, heartbeat_interval_ms=self.worker.heartbeat_interval_ms)
+            session_timeout_ms=self.worker.session_timeout_ms, heartbeat_interval_ms=self.worker.heartbeat_interval_ms,
+            **self.worker.client_security())
         await start_client(self._group)
         self._group.subscribe([self.worker.config_storage_topic])
         self._tasks = [asyncio.create_task(self._membership(), name="connect-membership"),
@@ -388,7 +391,8 @@ class DistributedHerder:
         for index in indexes:
             producer = AIOKafkaProducer(bootstrap_servers=self.worker.bootstrap_servers,
                                         transactional_id=transactional_id(self.worker.group_id, name, index),
-                                        client_id=f"connect-{self.worker_id}-fencer")
+                                        client_id=f"connect-{self.worker_id}-fencer",
+                                        **security_kwargs("producer", self._worker_settings, {}))
             await start_client(producer)
             await stop_client(producer)
 
@@ -557,7 +561,7 @@ class DistributedHerder:
         if self._type(config) == "source":
             await self.offsets.sync()
             return {"offsets": [{"partition": p, "offset": o} for p, o in self.offsets.connector_offsets(name)]}
-        committed = await kafka_ops.group_offsets(self.worker.bootstrap_servers, sink_group(name))
+        committed = await kafka_ops.group_offsets(self.worker, sink_group(name))
         return {"offsets": [{"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
                             for (t, p), o in sorted(committed.items())]}
 
@@ -586,7 +590,7 @@ class DistributedHerder:
                 if not isinstance(value, int) or value < 0:
                     raise HerderError(400, "A sink offset must be {\"kafka_offset\": <non-negative integer>}")
                 commits[_sink_partition(partition)] = value
-            await kafka_ops.alter_group_offsets(self.worker.bootstrap_servers, sink_group(name), commits)
+            await kafka_ops.alter_group_offsets(self.worker, sink_group(name), commits)
         return {"message": "The offsets for this connector have been altered successfully"}
 
     async def reset_offsets(self, name: str) -> dict[str, str]:
@@ -597,7 +601,7 @@ class DistributedHerder:
             self.offsets.put(name, {offset_key(name, p): (p, None) for p, _o in rows})
             await self.offsets.flush()
         else:
-            await kafka_ops.delete_group(self.worker.bootstrap_servers, sink_group(name))
+            await kafka_ops.delete_group(self.worker, sink_group(name))
         return {"message": "The offsets for this connector have been reset successfully"}
 
 

@@ -49,15 +49,15 @@ class DistributedWorker:
     async def start(self) -> None:
         host, port = self.worker.rest_address()
         holder: dict[str, DistributedHerder] = {}
-        app = create_app(_Deferred(holder), lambda: kafka_ops.cluster_id(self.worker.bootstrap_servers),  # type: ignore[arg-type]
+        app = create_app(_Deferred(holder), lambda: kafka_ops.cluster_id(self.worker),  # type: ignore[arg-type]
                          self.metrics.render)
-        self._http = HttpServer(app, host, port)
+        self._http = HttpServer(app, host, port, security=self.worker.http_security())
         worker_id = f"{host}:{self._http.port}"
         self.herder = holder["herder"] = DistributedHerder(self.worker, self.registry, self.metrics, worker_id, self.url)
         try:
             # The broker first, as connect-standalone does: an unreachable one is the only
             # line, before the worker says where it serves.
-            await kafka_ops.cluster_id(self.worker.bootstrap_servers)
+            await kafka_ops.cluster_id(self.worker)
             log.info("Connect distributed worker %s: REST API on %s; joining group %s", worker_id, self.url,
                      self.worker.group_id)
             await self.herder.start()

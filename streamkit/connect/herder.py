@@ -374,7 +374,7 @@ class Herder:
         if c.valid.type == "source":
             rows = self.offsets.connector_offsets(name)
             return {"offsets": [{"partition": p, "offset": o} for p, o in rows]}
-        committed = await kafka_ops.group_offsets(self.worker.bootstrap_servers, sink_group(name))
+        committed = await kafka_ops.group_offsets(self.worker, sink_group(name))
         return {"offsets": [{"partition": {"kafka_topic": t, "kafka_partition": p}, "offset": {"kafka_offset": o}}
                             for (t, p), o in sorted(committed.items())]}
 
@@ -410,7 +410,7 @@ class Herder:
                 if resets:
                     raise HerderError(400, "Resetting single partitions of a sink connector is not supported; "
                                            "use DELETE /connectors/{name}/offsets to reset them all")
-                await kafka_ops.alter_group_offsets(self.worker.bootstrap_servers, sink_group(name), commits)
+                await kafka_ops.alter_group_offsets(self.worker, sink_group(name), commits)
         return {"message": "The offsets for this connector have been altered successfully"}
 
     async def reset_offsets(self, name: str) -> dict[str, str]:
@@ -421,7 +421,7 @@ class Herder:
                 self.offsets.put(name, {offset_key(name, p): (p, None) for p, _o in rows})
                 await self.offsets.flush()
             else:
-                await kafka_ops.delete_group(self.worker.bootstrap_servers, sink_group(name))
+                await kafka_ops.delete_group(self.worker, sink_group(name))
         return {"message": "The offsets for this connector have been reset successfully"}
 
 

@@ -30,8 +30,9 @@ OnRecord = Callable[[bytes | None, bytes | None], None]
 
 class KafkaLog:
     def __init__(self, bootstrap: str, topic: str, partitions: int, replication: int, on_record: OnRecord,
-                 client_id: str, isolation_level: str = "read_uncommitted") -> None:
+                 client_id: str, security: Mapping[str, Any], isolation_level: str = "read_uncommitted") -> None:
         self.bootstrap = bootstrap
+        self.security = dict(security)  # aiokafka's security arguments, for every client
         self.topic = topic
         self.partitions = partitions
         self.replication = replication
@@ -46,7 +47,7 @@ class KafkaLog:
         self._failure: BaseException | None = None
 
     async def _ensure_topic(self) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=self.client_id)
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=self.client_id, **self.security)
         await start_client(admin)
         try:
             with contextlib.suppress(TopicAlreadyExistsError):
@@ -60,12 +61,13 @@ class KafkaLog:
 
     async def start(self) -> None:
         await self._ensure_topic()
-        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", client_id=self.client_id)
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", client_id=self.client_id,
+                                    **self.security)
         await start_client(producer)
         self._producer = producer
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
                                     auto_offset_reset="earliest", client_id=self.client_id,
-                                    isolation_level=self.isolation_level)
+                                    isolation_level=self.isolation_level, **self.security)
         await start_client(consumer)
         self._consumer = consumer
         partitions = None

@@ -30,7 +30,11 @@ class RegistryConverterBase:
         if not url:
             raise ConfigError({"schema.registry.url": ["Missing required configuration \"schema.registry.url\" "
                                                        "which has no default value."]})
-        self.client = RegistryClient(url)
+        try:
+            # the converter's basic.auth.user.info, schema.registry.ssl.ca.location (Confluent's names)
+            self.client = RegistryClient(url, settings=configs)
+        except RegistryClientError as exc:
+            raise ConfigError({"schema.registry.url": [str(exc)]}) from None
         self.is_key = is_key
         self.auto_register = str(configs.get("auto.register.schemas", "true")).lower() == "true"
 

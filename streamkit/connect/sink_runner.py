@@ -262,7 +262,7 @@ class SinkTaskRunner(TaskRunner):
             await self._put(task, [record], raw)
 
     async def _dlq_producer(self, topic: str, replication: int) -> AIOKafkaProducer:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap)
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap, **self.settings.client_kwargs("admin", {}))
         await start_client(admin)
         try:
             with contextlib.suppress(TopicAlreadyExistsError):

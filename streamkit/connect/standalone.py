@@ -76,14 +76,14 @@ class StandaloneWorker:
 
     async def start(self) -> None:
         herder = Herder(self.worker, self.registry, self.offsets, self.metrics)
-        http = HttpServer(create_app(herder, lambda: kafka_ops.cluster_id(self.worker.bootstrap_servers)),
-                          self._http_host, self._http_port)
+        http = HttpServer(create_app(herder, lambda: kafka_ops.cluster_id(self.worker)),
+                          self._http_host, self._http_port, security=self.worker.http_security())
         herder.worker_id = f"{self._http_host}:{http.port}"
         self.herder, self._http = herder, http
         try:
             # As Kafka's connect-standalone, which looks up the cluster id before it starts
             # anything: an unreachable broker is one error now, not a failed task per connector.
-            await kafka_ops.cluster_id(self.worker.bootstrap_servers)
+            await kafka_ops.cluster_id(self.worker)
             for name, config in self._initial:
                 await herder.put_config(name, config)
             await http.start()

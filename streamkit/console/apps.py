@@ -67,10 +67,10 @@ class Worker:
         return sorted(t for t in self.topics if t not in read and not internal_topic(self.app or "", t))
 
 
-async def worker(url: str) -> Worker:
+async def worker(url: str, http_options: dict[str, Any] | None = None) -> Worker:
     out = Worker(url, worker_address(url), up=False)
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=_TIMEOUT_S) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=_TIMEOUT_S, **(http_options or {})) as client:
             index = (await client.get("/")).json()
             health = (await client.get("/health")).json()
             metrics = (await client.get("/metrics")).text
@@ -109,14 +109,15 @@ def read_metrics(text: str, out: Worker) -> None:
     out.operators = [OperatorTime(op, p, now, behind) for (op, p), (now, behind) in sorted(times.items())]
 
 
-async def query_table(url: str, table: str, key: str | None, limit: int = 100) -> Any:
+async def query_table(url: str, table: str, key: str | None, limit: int = 100,
+                      http_options: dict[str, Any] | None = None) -> Any:
     """A table's contents on that worker (up to ``limit``) or one key's value (from
     whichever worker owns it: the worker forwards)."""
     path = f"/tables/{quote(table, safe='')}"
     if key is not None:
         path += f"/{quote(key, safe='')}"
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=_TIMEOUT_S) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=_TIMEOUT_S, **(http_options or {})) as client:
             response = await client.get(path, params=None if key is not None else {"limit": str(limit)})
     except httpx.HTTPError as exc:
         raise Unavailable(f"the worker at {worker_address(url)} does not answer ({type(exc).__name__})") from None

@@ -17,13 +17,14 @@ _TIMEOUT_S = 10.0
 
 
 class ConnectClient:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, http_options: dict[str, Any] | None = None) -> None:
         self.url = url.rstrip("/")
+        self._options = http_options or {}  # auth and verify of a REST API over https
 
     async def request(self, method: str, path: str, body: Any = None,
                       params: dict[str, str] | None = None) -> Any:
         try:
-            async with httpx.AsyncClient(base_url=self.url, timeout=_TIMEOUT_S) as client:
+            async with httpx.AsyncClient(base_url=self.url, timeout=_TIMEOUT_S, **self._options) as client:
                 response = await client.request(method, path, json=body, params=params)
         except httpx.HTTPError as exc:
             raise Unavailable(f"the Connect REST API at {self.url} does not answer "

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 
 from streamkit.clients.lifecycle import start_client
+from streamkit.clients.security import command_security
 from streamkit.console.broker import kafka_errors
 from streamkit.console.errors import BadInput, NotFound
 
@@ -127,7 +128,7 @@ async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_00
         # aiokafka fetches after one backoff (100 ms by default) for a topic not yet tracked.
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                     max_partition_fetch_bytes=1 << 20, fetch_max_wait_ms=100,
-                                    retry_backoff_ms=10)
+                                    retry_backoff_ms=10, **command_security())
         await start_client(consumer)
         try:
             # Every topic's metadata (one Metadata request), so that a missing topic is known
@@ -212,7 +213,8 @@ async def produce(bootstrap: str, topic: str, partition: int | None, key: bytes 
                   headers: list[tuple[str, bytes]]) -> tuple[int, int]:
     """Write one record; its (partition, offset)."""
     with kafka_errors():
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=10000)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=10000,
+                                    **command_security())
         await start_client(producer)
         try:
             meta = await producer.send_and_wait(topic, value, key=key, partition=partition, headers=headers)
@@ -235,7 +237,7 @@ async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], A
     a slow page holds back nobody else."""
     with kafka_errors():
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500,
-                                    retry_backoff_ms=10)  # as in browse
+                                    retry_backoff_ms=10, **command_security())  # as in browse
         await start_client(consumer)
     try:
         with kafka_errors():

@@ -25,7 +25,7 @@ def _client(request: Request) -> ConnectClient:
     url = settings(request).connect_url
     if url is None:
         raise NotFound("no Connect REST API is configured (start the console with --connect-url)")
-    return ConnectClient(url)
+    return ConnectClient(url, settings(request).http_options())
 
 
 @router.get("/connect")

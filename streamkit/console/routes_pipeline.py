@@ -28,14 +28,14 @@ async def pipeline(request: Request) -> Response:
     if config.connect_url is None:
         notes.append("no Connect REST API is configured (--connect-url): no connectors are drawn")
     else:
-        client = ConnectClient(config.connect_url)
+        client = ConnectClient(config.connect_url, config.http_options())
         try:
             connectors = await client.connectors()
             found = await asyncio.gather(*(client.active_topics(name) for name in connectors))
             active = dict(zip(connectors, found, strict=True))
         except ConsoleError as exc:
             notes.append(f"connectors are not drawn: {exc.message}")
-    workers = await asyncio.gather(*(apps.worker(url) for url in config.app_urls))
+    workers = await asyncio.gather(*(apps.worker(url, config.http_options()) for url in config.app_urls))
     graph = build_pipeline(connectors, active, list(workers))
     graph.notes[:0] = notes
     return render(request, "pipeline.html", {"pipeline": graph, "elements": jsonable(graph)})

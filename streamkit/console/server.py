@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from streamkit.console.settings import ConsoleSettings
 from streamkit.console.web import create_app
-from streamkit.http import HttpServer
+from streamkit.http import HttpSecurity, HttpServer
 
 __all__ = ["ConsoleServer", "serve"]
 
@@ -16,9 +16,11 @@ __all__ = ["ConsoleServer", "serve"]
 class ConsoleServer:
     """``await start()`` binds ``host:port`` (0: a free port) and serves; ``url`` says where."""
 
-    def __init__(self, settings: ConsoleSettings, host: str = "127.0.0.1", port: int = 8088) -> None:
+    def __init__(self, settings: ConsoleSettings, host: str = "127.0.0.1", port: int = 8088,
+                 security: HttpSecurity | None = None) -> None:
+        """``security``: its pages over https, with basic authentication when it has users."""
         self.app = create_app(settings)
-        self._http = HttpServer(self.app, host, port, what="the console")
+        self._http = HttpServer(self.app, host, port, what="the console", security=security)
 
     @property
     def url(self) -> str:
@@ -32,9 +34,10 @@ class ConsoleServer:
         await self.app.state.admin.close()
 
 
-async def serve(settings: ConsoleSettings, host: str, port: int, announce: Callable[[str], None]) -> None:
+async def serve(settings: ConsoleSettings, host: str, port: int, announce: Callable[[str], None],
+                security: HttpSecurity | None = None) -> None:
     """Serve until SIGINT or SIGTERM; ``announce`` is told the URL once it listens."""
-    server = ConsoleServer(settings, host, port)
+    server = ConsoleServer(settings, host, port, security)
     await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,9 +1,17 @@
 """A small synchronous client of a Confluent-compatible Schema Registry (streamkit's or
 Confluent's), for the ``streamkit schemas`` commands: each failure is a
-``RegistryClientError`` whose message is one line (the registry's own, with its code)."""
+``RegistryClientError`` whose message is one line (the registry's own, with its code).
+
+A registry served over https with basic authentication is reached with Confluent's client
+settings (``registry_options``): ``basic.auth.user.info=USER:PASSWORD`` (with
+``basic.auth.credentials.source=USER_INFO``, the default; ``URL`` takes them from
+``https://user:password@host``) and ``schema.registry.ssl.ca.location`` (or
+``schema.registry.ssl.truststore.location``), the PEM file of the CAs that signed its
+certificate."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +19,13 @@ from urllib.parse import quote
 
 import httpx
 
-__all__ = ["RegistryClient", "RegistryClientError", "SubjectVersion", "schema_type_of"]
+__all__ = ["REGISTRY_CLIENT_SETTINGS", "RegistryClient", "RegistryClientError", "SubjectVersion", "registry_options",
+           "schema_type_of"]
+
+# Confluent's names of a registry client's security settings (serializers, converters, the CLI).
+REGISTRY_CLIENT_SETTINGS = ("basic.auth.credentials.source", "basic.auth.user.info",
+                            "schema.registry.basic.auth.user.info", "schema.registry.ssl.ca.location",
+                            "schema.registry.ssl.truststore.location")
 
 _TYPES_BY_SUFFIX = {".avsc": "AVRO", ".avro": "AVRO", ".proto": "PROTOBUF", ".json": "JSON"}
 
@@ -46,11 +60,31 @@ def schema_type_of(path: Path, given: str | None) -> str:
     raise RegistryClientError(f"cannot tell the schema type of {path.name}: give --type avro, json or protobuf")
 
 
+def registry_options(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """httpx arguments (auth, verify) for Confluent's registry client settings in
+    ``settings``; other names are ignored. A bad one is a ``RegistryClientError``."""
+    from streamkit.http import HttpSecurityError, http_client_options
+
+    source = str(settings.get("basic.auth.credentials.source") or "USER_INFO").upper()
+    if source not in ("USER_INFO", "URL"):
+        raise RegistryClientError(f"basic.auth.credentials.source: USER_INFO or URL, got {source!r}")
+    user_info = settings.get("basic.auth.user.info") or settings.get("schema.registry.basic.auth.user.info")
+    ca = settings.get("schema.registry.ssl.ca.location") or settings.get("schema.registry.ssl.truststore.location")
+    try:
+        return http_client_options(str(user_info) if user_info and source == "USER_INFO" else None,
+                                   str(ca) if ca else None)
+    except HttpSecurityError as exc:
+        raise RegistryClientError(str(exc)) from None
+
+
 class RegistryClient:
-    def __init__(self, url: str, timeout_s: float = 30) -> None:
+    def __init__(self, url: str, timeout_s: float = 30, settings: Mapping[str, Any] | None = None) -> None:
+        """``settings``: Confluent's client settings (``basic.auth.user.info``,
+        ``schema.registry.ssl.ca.location``...) of a registry served over https with basic auth."""
         self.url = url.rstrip("/")
         self._http = httpx.Client(base_url=self.url, timeout=timeout_s,
-                                  headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+                                  headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+                                  **registry_options(settings or {}))
 
     def close(self) -> None:
         self._http.close()

@@ -22,6 +22,7 @@ import orjson
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 
+from streamkit.clients.security import command_settings
 from streamkit.schemas.client import RegistryClient, RegistryClientError
 from streamkit.schemas.protobuf_wire import ProtobufTypes, decode_indexes
 
@@ -45,7 +46,7 @@ def value_encoder(url: str, topic: str, value_format: str, schema: str) -> Calla
     """Register ``schema`` under ``{topic}-value``; the function that turns a JSON line
     into the record value (ValueError: the line does not fit the schema)."""
     schema_type = VALUE_FORMATS[value_format]
-    with RegistryClient(url) as client:
+    with RegistryClient(url, settings=command_settings()) as client:
         schema_id = client.register(f"{topic}-value", schema, schema_type)
     header = _HEADER.pack(0, schema_id)
     if schema_type == "PROTOBUF":
@@ -98,7 +99,7 @@ def value_encoder(url: str, topic: str, value_format: str, schema: str) -> Calla
 def value_decoder(url: str) -> Callable[[bytes], str]:
     """The function that prints a registry-encoded value as JSON (ValueError: it is not in
     the wire format, or its schema cannot be had)."""
-    client = RegistryClient(url)
+    client = RegistryClient(url, settings=command_settings())
     writers: dict[int, tuple[str, Any]] = {}
     protobuf_types = ProtobufTypes(client)
 

@@ -79,8 +79,10 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class LeaderElection:
-    def __init__(self, bootstrap: str, group_id: str, topic: str, url: str, eligible: bool, client_id: str) -> None:
+    def __init__(self, bootstrap: str, group_id: str, topic: str, url: str, eligible: bool, client_id: str,
+                 security: Mapping[str, Any]) -> None:
         self.bootstrap = bootstrap
+        self.security = dict(security)
         self.group_id = group_id
         self.topic = topic
         self.url = url
@@ -113,7 +115,7 @@ class LeaderElection:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=self.group_id, client_id=self.client_id,
             enable_auto_commit=False, partition_assignment_strategy=(_LeaderAssignor(self),),
-            session_timeout_ms=10_000, heartbeat_interval_ms=1_000)
+            session_timeout_ms=10_000, heartbeat_interval_ms=1_000, **self.security)
         await start_client(consumer)
         consumer.subscribe([self.topic], listener=_Rebalance(self))
         self._consumer = consumer

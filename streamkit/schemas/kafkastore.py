@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -25,8 +26,10 @@ log = logging.getLogger(__name__)
 
 class KafkaStore:
     def __init__(self, bootstrap: str, topic: str, replication: int,
-                 on_record: Callable[[bytes | None, bytes | None], None], client_id: str) -> None:
+                 on_record: Callable[[bytes | None, bytes | None], None], client_id: str,
+                 security: Mapping[str, Any]) -> None:
         self.bootstrap = bootstrap
+        self.security = dict(security)  # aiokafka's security arguments (kafkastore.security.protocol...)
         self.topic = topic
         self.replication = replication
         self.on_record = on_record
@@ -41,7 +44,7 @@ class KafkaStore:
         self._advanced = asyncio.Condition()
 
     async def _ensure_topic(self) -> None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=self.client_id)
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=self.client_id, **self.security)
         await start_client(admin)
         try:
             with contextlib.suppress(TopicAlreadyExistsError):
@@ -53,13 +56,13 @@ class KafkaStore:
     async def start(self, timeout_s: float = 60) -> None:
         await self._ensure_topic()
         self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", client_id=self.client_id,
-                                          enable_idempotence=True)
+                                          enable_idempotence=True, **self.security)
         await start_client(self._producer)
         self._consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                                          auto_offset_reset="earliest", client_id=self.client_id)
+                                          auto_offset_reset="earliest", client_id=self.client_id, **self.security)
         await start_client(self._consumer)
         self._offsets = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-                                         client_id=self.client_id)
+                                         client_id=self.client_id, **self.security)
         await start_client(self._offsets)
         self._consumer.assign([self._tp])
         await self._consumer.seek_to_beginning(self._tp)

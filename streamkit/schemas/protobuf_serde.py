@@ -17,6 +17,7 @@ by Protobuf's own wire rules (unknown field numbers are kept aside, missing ones
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -41,11 +42,12 @@ class ProtobufSerde(RegistrySerde):
     schema_type = "PROTOBUF"
 
     def __init__(self, message_class: type[Message], registry_url: str, *, subject: str | None = None,
-                 auto_register: bool = True) -> None:
+                 auto_register: bool = True, config: Mapping[str, str] | None = None) -> None:
         descriptor = getattr(message_class, "DESCRIPTOR", None)
         if not isinstance(message_class, type) or not issubclass(message_class, Message) or descriptor is None:
             raise TypeError(f"ProtobufSerde takes a generated Protobuf message class, not {message_class!r}")
-        super().__init__(descriptor.full_name, registry_url, subject=subject, auto_register=auto_register)
+        super().__init__(descriptor.full_name, registry_url, subject=subject, auto_register=auto_register,
+                         config=config)
         self.message_class = message_class
         self._indexes = encode_indexes(message_indexes(descriptor))
 

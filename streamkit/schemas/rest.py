@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -342,10 +343,13 @@ class LeaderForwarder:
     leader answered (catching up with what it wrote). While the group chooses a leader, or
     the one chosen cannot be reached (it just stopped), it waits up to LEADER_WAIT_S."""
 
-    def __init__(self, election: Leadership, after: Callable[[], Awaitable[None]]) -> None:
+    def __init__(self, election: Leadership, after: Callable[[], Awaitable[None]],
+                 truststore: str | None = None) -> None:
         self._election = election
         self._after = after
-        self._client = httpx.AsyncClient(timeout=30)
+        # a leader served over https is verified with the registry's truststore (else the system's CAs)
+        self._client = httpx.AsyncClient(timeout=30, verify=ssl.create_default_context(cafile=truststore)
+                                         if truststore else True)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -363,7 +367,10 @@ class LeaderForwarder:
             try:
                 response = await self._client.request(
                     request.method, url + request.url.path, params=request.query_params, content=await request.body(),
-                    headers={"Content-Type": request.headers.get("content-type", CONTENT_TYPE)})
+                    # the caller's credentials go along: the leader authenticates the write too
+                    headers={"Content-Type": request.headers.get("content-type", CONTENT_TYPE),
+                             **({"Authorization": request.headers["authorization"]}
+                                if "authorization" in request.headers else {})})
                 break
             except httpx.ConnectError as exc:
                 if time.monotonic() > deadline:

@@ -28,6 +28,7 @@ import struct
 import threading
 import types
 import typing
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, Union
 
@@ -108,9 +109,17 @@ class RegistrySerde(abc.ABC):
     schema_type = ""
 
     def __init__(self, name: str, registry_url: str, *, subject: str | None = None,
-                 auto_register: bool = True) -> None:
+                 auto_register: bool = True, config: Mapping[str, str] | None = None) -> None:
+        from streamkit.schemas.client import RegistryClientError, registry_options
+
         self.name = name
         self.registry_url = registry_url.rstrip("/")
+        # Confluent's client settings of a secured registry: basic.auth.user.info,
+        # schema.registry.ssl.ca.location
+        try:
+            self._http_options = registry_options(config or {})
+        except RegistryClientError as exc:
+            raise SchemaRegistrationError(str(exc)) from None
         self.subject = subject
         # every subject the schema is registered under: one serde may write several topics
         # (a topic, the repartition topic of a stream read from it, a table's changelog)
@@ -130,7 +139,8 @@ class RegistrySerde(abc.ABC):
 
     def _http(self, method: str, path: str, body: Any = None) -> Any:
         try:
-            response = httpx.request(method, self.registry_url + path, json=body, timeout=30)
+            with httpx.Client(timeout=30, **self._http_options) as client:
+                response = client.request(method, self.registry_url + path, json=body)
         except httpx.HTTPError as exc:
             raise SchemaRegistrationError(f"cannot reach the schema registry at {self.registry_url}: {exc}") from None
         payload = response.json() if response.content else None
@@ -175,8 +185,8 @@ class AvroSerde(RegistrySerde):
     schema_type = "AVRO"
 
     def __init__(self, model: type[BaseModel], registry_url: str, *, subject: str | None = None,
-                 auto_register: bool = True) -> None:
-        super().__init__(model.__name__, registry_url, subject=subject, auto_register=auto_register)
+                 auto_register: bool = True, config: Mapping[str, str] | None = None) -> None:
+        super().__init__(model.__name__, registry_url, subject=subject, auto_register=auto_register, config=config)
         self.model = model
         self.schema = avro_schema_for(model)
         self._parsed = fastavro.parse_schema(self.schema)
@@ -236,8 +246,8 @@ class JsonSchemaSerde(RegistrySerde):
     schema_type = "JSON"
 
     def __init__(self, model: type[BaseModel], registry_url: str, *, subject: str | None = None,
-                 auto_register: bool = True) -> None:
-        super().__init__(model.__name__, registry_url, subject=subject, auto_register=auto_register)
+                 auto_register: bool = True, config: Mapping[str, str] | None = None) -> None:
+        super().__init__(model.__name__, registry_url, subject=subject, auto_register=auto_register, config=config)
         self.model = model
 
     def schema_text(self) -> str:

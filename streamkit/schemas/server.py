@@ -45,16 +45,17 @@ class SchemaRegistryServer:
         config = self.config
         # bind first, so the URL the group learns is the one that answers (port 0 too)
         self.http = HttpServer(create_app(self.registry, self._forward), config.host, config.port,
-                               what="the schema registry")
+                               what="the schema registry", security=config.security)
         host = config.advertised_host or ("127.0.0.1" if config.host in ("0.0.0.0", "") else config.host)
-        url = f"http://{host}:{self.http.port}"
+        url = f"{config.security.scheme}://{host}:{self.http.port}"
         client_id = f"schema-registry-{self.http.port}"
-        self.store = KafkaStore(config.bootstrap, config.topic, config.replication, self.state.apply, client_id)
+        self.store = KafkaStore(config.bootstrap, config.topic, config.replication, self.state.apply, client_id,
+                                config.kafkastore_security)
         await self.store.start()
         self.registry.store = self.store
         self.election = LeaderElection(config.bootstrap, config.group_id, config.topic, url, config.leader_eligible,
-                                       client_id)
-        self._forwarder = LeaderForwarder(self.election, self.store.read_to_end)
+                                       client_id, config.kafkastore_security)
+        self._forwarder = LeaderForwarder(self.election, self.store.read_to_end, config.truststore)
         await self.election.start()
         # serve once a leader is known (with a process that died still in the group, that
         # is after its session times out)

@@ -319,7 +319,10 @@ class Runtime:
             from streamkit.streams.web import WebServer, advertised_client_id
 
             self.web = WebServer(self, self.web_port)
-            await self.web.start()
+            try:
+                await self.web.start()
+            except SettingsError as exc:  # a web.ssl.* or users file that cannot be used
+                raise StartupError(str(exc)) from None
             client_id = advertised_client_id(app.id, self.web.host, self.web.port)
         topics = sorted(set(self._agent_readers) | set(self._forwarders) | set(self._pipelines))
         # An app with nothing to consume (only timers, say) joins no group: subscribing to

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -43,6 +43,9 @@ from pydantic import (
 )
 
 from streamkit.hints import did_you_mean
+
+if TYPE_CHECKING:
+    from streamkit.http import HttpSecurity
 
 __all__ = ["AppSettings", "SettingsError", "setting_names"]
 
@@ -118,6 +121,22 @@ class AppSettings(BaseModel):
         description="The app's producer's acks.")
     web_port: int | None = Field(default=None, alias="web.port",
         description="The worker's HTTP port (interactive queries, /metrics); default: none.")
+    # The web endpoints over TLS with basic authentication: the names Kafka Connect's REST API
+    # and Confluent's registry use, under web. (streamkit.http serves them alike).
+    web_ssl_keystore_location: str | None = Field(default=None, alias="web.ssl.keystore.location",
+        description="Serve the web endpoints over https with this PEM file (private key and certificate chain).")
+    web_ssl_keystore_type: Literal["PEM"] = Field(default="PEM", alias="web.ssl.keystore.type",
+        description="PEM (the only type read) for web.ssl.keystore.location.")
+    web_ssl_key_password: str | None = Field(default=None, alias="web.ssl.key.password", repr=False,
+        description="Password of the private key in web.ssl.keystore.location, when it is encrypted.")
+    web_ssl_truststore_location: str | None = Field(default=None, alias="web.ssl.truststore.location",
+        description="PEM file of the CAs of the other workers' certificates, for the key lookups a worker forwards to the owner over https.")
+    web_authentication_method: Literal["NONE", "BASIC"] = Field(default="NONE", alias="web.authentication.method",
+        description="BASIC: every request needs HTTP basic authentication with a user of the web.authentication.realm section of java.security.auth.login.config.")
+    web_authentication_realm: str = Field(default="StreamkitWorker", alias="web.authentication.realm",
+        description="The JAAS section whose PropertyFileLoginModule file holds the users (\"user: password\" lines).")
+    java_security_auth_login_config: str | None = Field(default=None, alias="java.security.auth.login.config",
+        description='The JAAS file of the web endpoints\' users: StreamkitWorker { org.apache.kafka.connect.rest.basic.auth.extension.PropertyFileLoginModule required file="/etc/streamkit/users.properties"; };')
     # No Kafka client has this one (their clients retry forever): how long a worker retries
     # an unreachable broker at start before it gives up with a one-line error.
     bootstrap_timeout_ms: int = Field(default=60000, alias="bootstrap.timeout.ms", ge=0,
@@ -194,6 +213,20 @@ class AppSettings(BaseModel):
         names = _canonical_names()
         values.update({names.get(k, k): v for k, v in overrides.items()})
         return AppSettings.build(values)
+
+    def web_security(self) -> HttpSecurity:
+        """The web endpoints' TLS and basic authentication; a missing or bad file raises
+        ``SettingsError`` naming it."""
+        from streamkit.http import HttpSecurityError, server_security
+
+        values = self.model_dump(by_alias=True)
+        scheme = "https" if self.web_ssl_keystore_location else "http"
+        try:
+            return server_security({k: v for k, v in values.items() if v is not None}, f"{scheme}://",
+                                   tls_prefixes=("web.",), basic_auth=self.web_authentication_method == "BASIC",
+                                   jaas_section=self.web_authentication_realm, realm=self.web_authentication_realm)
+        except HttpSecurityError as exc:
+            raise SettingsError(str(exc)) from None
 
     def client_security(self) -> dict[str, Any]:
         """aiokafka's security arguments for these settings ({} for PLAINTEXT); a bad

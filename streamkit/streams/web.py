@@ -18,17 +18,14 @@ Standby replicas never answer: their state may lag.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import socket
-from collections.abc import Iterator, Mapping
+import ssl
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 import httpx
 import orjson
-import uvicorn
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from fastapi import FastAPI, Request
@@ -36,6 +33,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
+from streamkit.http import HttpSecurity, HttpServer
 from streamkit.streams.assignor import decode_user_data
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.codecs import CodecError
@@ -43,6 +41,7 @@ from streamkit.streams.table import TableNotOwned
 
 if TYPE_CHECKING:
     from streamkit.streams.metrics import Metrics
+    from streamkit.streams.settings import AppSettings
     from streamkit.streams.table import Table
 
 
@@ -76,6 +75,9 @@ class Runtime(Protocol):
 
     @property
     def client_security(self) -> dict[str, Any]: ...
+
+    @property
+    def settings(self) -> AppSettings: ...
 
     @property
     def assigned(self) -> set[tuple[str, int]]: ...
@@ -127,57 +129,33 @@ class _Answer(Exception):
         self.response = response
 
 
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn inside the worker's event loop: the worker owns SIGINT/SIGTERM, not uvicorn."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 class WebServer:
     def __init__(self, runtime: Runtime, port: int, host: str = "127.0.0.1") -> None:
         self.runtime = runtime
         self.host = host
         self.port = port
-        self._server: _EmbeddedServer | None = None
-        self._task: asyncio.Task[None] | None = None
+        self.security = HttpSecurity()
+        self._http: HttpServer | None = None
+        self._verify: Any = True
 
     async def start(self) -> None:
-        # Bind here rather than in uvicorn: a port in use is an OSError for the caller, and
-        # port 0 tells us the port chosen.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.port))
-            sock.listen(128)
-        except OSError:
-            sock.close()
-            raise
-        sock.setblocking(False)
-        self.port = int(sock.getsockname()[1])
-        config = uvicorn.Config(self.asgi(), log_level="warning", access_log=False, lifespan="off")
-        self._server = _EmbeddedServer(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        while not self._server.started:
-            if self._task.done():
-                sock.close()
-                self._task.result()
-                raise OSError(f"the web server on {self.host}:{self.port} stopped at start")
-            await asyncio.sleep(0.01)
-        log.info("web endpoints on http://%s:%d", self.host, self.port)
+        settings = self.runtime.settings
+        self.security = settings.web_security()
+        # forwarded lookups verify the owner's certificate with web.ssl.truststore.location
+        truststore = settings.web_ssl_truststore_location
+        self._verify = ssl.create_default_context(cafile=truststore) if truststore else True
+        # HttpServer binds now: a port in use is an OSError for the caller, and port 0
+        # tells us the port chosen.
+        self._http = HttpServer(self.asgi(), self.host, self.port, what="the web endpoints", security=self.security)
+        self.port = self._http.port
+        await self._http.start()
+        log.info("web endpoints on %s", self._http.url)
 
     async def stop(self) -> None:
-        if self._server is None or self._task is None:
+        if self._http is None:
             return
-        self._server.should_exit = True
-        try:
-            await asyncio.wait_for(asyncio.shield(self._task), 5)
-        except TimeoutError:
-            self._server.force_exit = True
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(self._task, 2)
-        self._server = self._task = None
+        http, self._http = self._http, None
+        await http.stop()
 
     def asgi(self) -> FastAPI:
         api = FastAPI(title=f"streamkit worker: {self.runtime.app.id}", docs_url=None,
@@ -257,38 +235,40 @@ class WebServer:
             if "local" in request.query_params:
                 return _json(503, {"error": f"key {key!r} is not owned by this worker"})
             if table.partition_known():
-                return await self._forward(table.name, key, table.partition_of(parsed))
+                return await self._forward(table.name, key, table.partition_of(parsed), request)
             # The partitioner of the topic that updates the table is not known (yet):
             # whichever worker has the key answers.
-            return await self._ask_all(table.name, key)
+            return await self._ask_all(table.name, key, request)
         except KeyError:
             return _json(404, {"error": f"key {key!r} not found in {table.name!r}"})
 
 
-    async def _forward(self, table: str, key: str, partition: int) -> Response:
+    async def _forward(self, table: str, key: str, partition: int, request: Request) -> Response:
         owner = await self._owner(partition)
         if owner is None:
             return _json(503, {"error": f"no worker owns partition {partition} right now (rebalancing?)"})
-        return await self._get(owner, table, key)
+        return await self._get(owner, table, key, request)
 
-    async def _get(self, owner: str, table: str, key: str) -> Response:
-        """``GET /tables/{table}/{key}?local=1`` from the worker at ``owner``."""
-        url = f"http://{owner}/tables/{quote(table, safe='')}/{quote(key, safe='')}"
+    async def _get(self, owner: str, table: str, key: str, request: Request) -> Response:
+        """``GET /tables/{table}/{key}?local=1`` from the worker at ``owner``, with the
+        caller's credentials (the workers of an app share their users)."""
+        url = f"{self.security.scheme}://{owner}/tables/{quote(table, safe='')}/{quote(key, safe='')}"
+        auth = {"Authorization": request.headers["authorization"]} if "authorization" in request.headers else {}
         try:
-            async with httpx.AsyncClient(timeout=10) as client:
-                answer = await client.get(url, params={"local": "1"})
+            async with httpx.AsyncClient(timeout=10, verify=self._verify) as client:
+                answer = await client.get(url, params={"local": "1"}, headers=auth)
         except (httpx.HTTPError, OSError, ValueError) as exc:
             return _json(502, {"error": f"owner {owner} did not answer: {exc}"})
         return Response(answer.content, answer.status_code,
                         media_type=answer.headers.get("content-type", "application/json"))
 
-    async def _ask_all(self, table: str, key: str) -> Response:
+    async def _ask_all(self, table: str, key: str, request: Request) -> Response:
         """Ask every other worker for a key (``?local=1``): the first that has it answers."""
         me = f"{self.host}:{self.port}"
         for address, _active in await self._members():
             if address == me:
                 continue
-            answer = await self._get(address, table, key)
+            answer = await self._get(address, table, key, request)
             if answer.status_code == 200:
                 return answer
         return _json(404, {"error": f"key {key!r} not found in {table!r}"})

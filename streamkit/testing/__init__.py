@@ -328,15 +328,17 @@ class SchemaRegistryProcess(ChildProcess):
         self.host = host
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
+        # served over https when given a keystore (ssl.keystore.location)
+        self.scheme = "https" if self.settings.get("ssl.keystore.location") else "http"
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 60) -> SchemaRegistryProcess:
         ready = Path(tempfile.mkstemp(prefix="streamkit-registry-ready-")[1])
         ready.unlink()
-        settings = {"kafkastore.bootstrap.servers": self.bootstrap, "listeners": f"http://{self.host}:{self.port}",
+        settings = {"kafkastore.bootstrap.servers": self.bootstrap, "listeners": f"{self.scheme}://{self.host}:{self.port}",
                     **self.settings}
         args = [sys.executable, "-m", "streamkit", "schema-registry", "--ready-file", str(ready)]
         for key, value in settings.items():

@@ -26,9 +26,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 WINDOW_MS, GRACE_MS = 60_000, 10_000
 
 
-def _demo(*args: str) -> str:
+def _demo(*args: str, timeout: float = 200) -> str:
     done = subprocess.run([sys.executable, "-m", "streamkit.demo", *args], cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=200)
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=timeout)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     return out
@@ -81,6 +82,21 @@ def test_demo_runs_the_whole_pipeline_and_spark_top_pages_equal_a_batch_computat
     table = pq.ParquetDataset([str(p) for p in committed_files(root / "tables" / "page_counts")]).read()
     exported = {(r["page"], r["window_start"]): r["views"] for r in table.to_pylist()}
     assert table.num_rows == len(expected) and exported == expected
+
+
+@pytest.mark.timeout(420)
+def test_the_secured_demo_runs_against_a_sasl_ssl_broker_with_acls(tmp_path: Path) -> None:
+    """``--secure``: the broker has only a SASL_SSL listener and ACLs; Connect and the app log
+    in as their own users, Connect's REST API and the app's web endpoints are https with
+    basic auth; the result is the same exact one."""
+    out = _demo(str(tmp_path / "demo"), "--secure", timeout=400)
+    assert "ACLs on: connect and pipeline may use only their topics and groups" in out, out
+    assert re.search(r"Connect worker on https://127\.0\.0\.1:\d+ ", out), out
+    assert "top pages match the batch computation of the input (0 late records)" in out, out
+    root = tmp_path / "demo" / "pipeline"
+    expected = _batch_counts(root / "input" / "page_views.jsonl")
+    table = pq.ParquetDataset([str(p) for p in committed_files(root / "tables" / "page_counts")]).read()
+    assert {(r["page"], r["window_start"]): r["views"] for r in table.to_pylist()} == expected
 
 
 def test_demo_tours_show_stream_processing_results(tmp_path: Path) -> None:

@@ -191,8 +191,13 @@ def test_bad_client_overrides_are_config_problems(registry: PluginRegistry) -> N
     with pytest.raises(ConfigError) as info:
         validate_config({"name": "s", "connector.class": SINK, "topics": "a", "file": "/tmp/x",
                          "consumer.override.auto.offset.reset": "sometime",
-                         "producer.override.sasl.mechanism": "PLAIN"}, registry)
-    assert set(info.value.problems) == {"consumer.override.auto.offset.reset", "producer.override.sasl.mechanism"}
+                         "producer.override.sasl.mechanism": "GSSAPI",
+                         "producer.override.ssl.ca.location": "/nonexistent/ca.pem",
+                         # a known security setting, taken with the worker's at the task's start
+                         "producer.override.sasl.username": "alice"}, registry)
+    assert set(info.value.problems) == {"consumer.override.auto.offset.reset", "producer.override.sasl.mechanism",
+                                        "producer.override.ssl.ca.location"}
+    assert "GSSAPI" in info.value.problems["producer.override.sasl.mechanism"][0]
     with pytest.raises(ConfigError) as worker:
         load_worker_config({"consumer.max.poll.records": "many"})
     assert set(worker.value.problems) == {"consumer.max.poll.records"}

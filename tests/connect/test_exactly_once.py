@@ -175,7 +175,7 @@ def test_sigkilled_worker_writes_every_line_exactly_once(broker: BrokerThread, t
 
 async def _offset_store(bootstrap: str, topic: str, name: str) -> KafkaOffsetStore:
     store = KafkaOffsetStore()
-    store.log = KafkaLog(bootstrap, topic, 1, 1, store.on_record, name, isolation_level="read_committed")
+    store.log = KafkaLog(bootstrap, topic, 1, 1, store.on_record, name, {}, isolation_level="read_committed")
     await store.log.start()
     return store
 

@@ -8,38 +8,34 @@ super user, so ``acls`` has an authorizer to talk to.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from streamkit.clients.users import create_user
 from streamkit.testing import BrokerProcess
-from streamkit.testing_tls import CertificateAuthority, scram_listener_settings
-from tests.integration.conftest import _finish
+from streamkit.testing_tls import CertificateAuthority, SecuredBroker, scram_broker
 from tests.integration.test_cli import fails, ok
 
 pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
-    return CertificateAuthority(tmp_path_factory.mktemp("ca"))
+def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    with scram_broker(tmp_path_factory.mktemp("secured"), {"admin": "admin-secret"}, acls=True,
+                      super_users=["admin"], settings={"allow.everyone.if.no.acl.found": "true"}) as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")
-def secured(ca: CertificateAuthority, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    cert = ca.issue("broker", "CN=localhost", hosts=["localhost", "127.0.0.1"])
-    process = BrokerProcess(tmp_path_factory.mktemp("secured") / "data", settings={
-        **scram_listener_settings(cert),
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true", "super.users": "User:admin",
-    }).start()
-    try:
-        create_user(process.address("PLAINTEXT"), "admin", "admin-secret")
-        yield process
-    finally:
-        _finish(process)
+def ca(secured_broker: SecuredBroker) -> CertificateAuthority:
+    return secured_broker.ca
+
+
+@pytest.fixture(scope="module")
+def secured(secured_broker: SecuredBroker) -> BrokerProcess:
+    return secured_broker.process
 
 
 def command_config(path: Path, ca: CertificateAuthority, password: str = "admin-secret") -> Path:
@@ -88,3 +84,36 @@ def test_a_wrong_password_is_one_line(secured: BrokerProcess, ca: CertificateAut
 def test_a_missing_command_config_file_is_one_line(secured: BrokerProcess, tmp_path: Path) -> None:
     message = fails("topics", "list", "-b", secured.address("SASL_SSL"), "--command-config", str(tmp_path / "none"))
     assert "cannot read config file" in message and message.count("\n") == 1
+
+
+def test_groups_list_and_describe_see_a_kip848_group_over_sasl_ssl(
+        secured_broker: SecuredBroker, tmp_path: Path) -> None:
+    """The KIP-848 view (ConsumerGroupDescribe, which aiokafka lacks) logs in as every
+    other client of the command: over SASL_SSL the group shows as a consumer group."""
+    from confluent_kafka import Consumer
+
+    b = ("-b", secured_broker.address, "--command-config",
+         str(command_config(tmp_path / "client.properties", secured_broker.ca)))
+    topic, group = f"groups-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    ok("topics", "create", topic, *b)
+    ok("produce", topic, *b, stdin="one\n")
+    consumer = Consumer({"bootstrap.servers": secured_broker.address, "group.id": group,
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                         **secured_broker.client_settings("admin", "admin-secret")})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                break
+        else:
+            pytest.fail("the consumer read nothing")
+        listed = ok("groups", "list", *b).stdout
+        rows = [[cell.strip() for cell in line.strip("│ ").split("│")] for line in listed.splitlines()]
+        assert [group, "consumer", "consumer"] in rows, listed
+        described = ok("groups", "describe", group, *b).stdout
+        assert f"group {group}: Stable, 1 members" in described and "protocol: consumer, group epoch" in described, \
+            described
+    finally:
+        consumer.close()

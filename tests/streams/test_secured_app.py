@@ -15,31 +15,29 @@ from typing import Any
 
 import pytest
 
-from streamkit.clients.users import create_user
 from streamkit.streams.agent import AgentStream
 from streamkit.streams.app import App
 from streamkit.streams.runtime import StartupError
 from streamkit.testing import BrokerProcess
-from streamkit.testing_tls import CertificateAuthority, scram_listener_settings
+from streamkit.testing_tls import CertificateAuthority, SecuredBroker, scram_broker
 
 from .conftest import FAST_GROUP, Probe, eventually, running, unique
 
 
 @pytest.fixture(scope="module")
-def ca(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
-    return CertificateAuthority(tmp_path_factory.mktemp("ca"))
+def secured_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]:
+    with scram_broker(tmp_path_factory.mktemp("secured"), {"streams": "streams-secret"}) as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")
-def secured(ca: CertificateAuthority, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    cert = ca.issue("broker", "CN=localhost", hosts=["localhost", "127.0.0.1"])
-    process = BrokerProcess(tmp_path_factory.mktemp("secured") / "data", settings={
-        **scram_listener_settings(cert), "group.initial.rebalance.delay.ms": "0"}).start()
-    try:
-        create_user(process.address("PLAINTEXT"), "streams", "streams-secret")
-        yield process
-    finally:
-        assert process.stop(timeout_s=30) == 0, process.log_tail()
+def ca(secured_broker: SecuredBroker) -> CertificateAuthority:
+    return secured_broker.ca
+
+
+@pytest.fixture(scope="module")
+def secured(secured_broker: SecuredBroker) -> BrokerProcess:
+    return secured_broker.process
 
 
 def secured_app(broker: BrokerProcess, ca: CertificateAuthority, data_dir: Path, *, app_id: str,
