@@ -862,25 +862,42 @@ def _os_error(exc: OSError, bind_context: str) -> str:
 
 @app.command("console")
 def console_command(
-    bootstrap: str = typer.Option(..., "--bootstrap-servers", "-b", metavar="HOST:PORT",
+    bootstrap: str = typer.Option(..., "--bootstrap-servers", "--bootstrap-server", "-b", metavar="HOST:PORT",
                                   help="Kafka bootstrap.servers of the cluster to show."),
     connect_url: str | None = typer.Option(None, "--connect-url", metavar="URL",
                                            help="A Kafka Connect REST API (http://HOST:8083)."),
+    schema_registry_url: str | None = typer.Option(None, "--schema-registry-url", metavar="URL",
+                                                   help="A Schema Registry (http://HOST:8081): the schema pages, "
+                                                        "and Avro / JSON Schema records decoded."),
     app_urls: list[str] = typer.Option([], "--app-url", metavar="URL",
                                        help="A stream worker's web port (http://HOST:PORT); repeatable."),
     listen: str = typer.Option("127.0.0.1:8088", "--listen", metavar="HOST:PORT",
                                help="Where the console serves its pages (port 0: any free port)."),
+    port: int | None = typer.Option(None, "--port", metavar="P", help="The port of --listen alone."),
+    client_config: list[str] = ClientConfigOption,
+    command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Serve the web console.
 
-    Topics, messages, consumer groups, Connect and stream apps, in a browser."""
+    Topics, messages, consumer groups, Connect, stream apps and schemas, in a browser."""
+    from streamkit.clients.errors import ClientError
+    from streamkit.clients.security import command_client_config
     from streamkit.console import ConsoleSettings
     from streamkit.console.server import serve
 
     host, sep, port_text = listen.rpartition(":")
     if not sep or not port_text.isdigit() or not host:
         raise _fail(f"--listen expects HOST:PORT, got {listen!r}")
-    settings = ConsoleSettings(bootstrap, connect_url, tuple(app_urls))
+    if port is not None:
+        if not 0 <= port <= 65535:
+            raise _fail(f"--port must be 0..65535, not {port}")
+        port_text = str(port)
+    settings = ConsoleSettings(bootstrap, connect_url, tuple(app_urls), schema_registry_url,
+                               command_client_config())
+    try:
+        settings.security()  # a bad setting is one line now, not an error on every page
+    except ClientError as exc:
+        raise _fail(str(exc)) from None
 
     def announce(url: str) -> None:
         console.print(f"console listening on {url}", highlight=False, soft_wrap=True)

@@ -23,6 +23,7 @@ from streamkit.clients import admin
 from streamkit.clients.consumer_groups import describe_modern_groups
 from streamkit.clients.errors import BrokerUnreachable, ClientError
 from streamkit.clients.lifecycle import start_client
+from streamkit.clients.security import command_security
 from streamkit.clients.share import describe_share_group
 from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
 
@@ -78,7 +79,8 @@ class AdminPool:
     async def admin(self) -> AsyncIterator[AIOKafkaAdminClient]:
         async with self._lock:
             if self._client is None:
-                client = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10000)
+                client = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=10000,
+                                             **command_security())
                 await start_client(client)
                 self._client = client
             client = self._client
@@ -214,7 +216,8 @@ async def _end_offsets(bootstrap: str, partitions: list[TopicPartition]) -> dict
     topics it has looked at, and a broker with auto.create.topics.enable would re-create
     such a topic after its deletion. retry_backoff_ms: it learns a topic's leader after one
     backoff."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, retry_backoff_ms=10)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, retry_backoff_ms=10,
+                                **command_security())
     await start_client(consumer)
     try:
         return dict(await consumer.end_offsets(partitions))

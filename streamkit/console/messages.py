@@ -14,11 +14,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.structs import TopicPartition
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from streamkit.clients.lifecycle import start_client
+from streamkit.clients.security import command_security
 from streamkit.console.broker import kafka_errors
 from streamkit.console.errors import BadInput, NotFound
+from streamkit.console.registry import SchemaDecoder
 
 __all__ = [
     "Browse", "Decoded", "Message", "Page", "browse", "decode", "message_json", "parse_timestamp", "produce", "tail",
@@ -32,15 +34,22 @@ _READ_TIMEOUT_S = 5.0
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """How a key, value or header shows: ``kind`` is null, json, text or hex."""
+    """How a key, value or header shows: ``kind`` is null, json, text or hex, or avro or
+    json-schema for a record in the registry's wire format (``schema_id`` its schema)."""
 
     kind: str
     text: str
+    schema_id: int | None = None
 
 
-def decode(data: bytes | None) -> Decoded:
+def decode(data: bytes | None, schemas: SchemaDecoder | None = None) -> Decoded:
+    """``schemas`` decodes records in the registry's wire format whose schema it holds."""
     if data is None:
         return Decoded("null", "")
+    if schemas is not None:
+        found = schemas.decode(data)
+        if found is not None:
+            return Decoded(*found)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -115,8 +124,17 @@ def _matches(record_key: bytes | None, value: bytes | None, want: Browse) -> boo
     return want.contains is None or (value is not None and want.contains.encode() in value)
 
 
-async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_000) -> Page:
-    """One page of ``topic`` as ``want`` says; ``NotFound`` if there is no such topic."""
+async def _message(partition: int, r: ConsumerRecord[bytes, bytes], schemas: SchemaDecoder | None) -> Message:
+    if schemas is not None:
+        await schemas.prepare([r.key, r.value])
+    return Message(partition, r.offset, r.timestamp, decode(r.key, schemas), decode(r.value, schemas),
+                   [(k, decode(v)) for k, v in r.headers])
+
+
+async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_000,
+                 schemas: SchemaDecoder | None = None) -> Page:
+    """One page of ``topic`` as ``want`` says; ``NotFound`` if there is no such topic.
+    ``schemas``: decode records in the registry's wire format."""
     if not 1 <= want.limit <= MAX_LIMIT:
         raise BadInput(f"limit must be between 1 and {MAX_LIMIT}, not {want.limit}")
     if want.offset is not None and want.offset < 0:
@@ -127,7 +145,7 @@ async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_00
         # aiokafka fetches after one backoff (100 ms by default) for a topic not yet tracked.
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                     max_partition_fetch_bytes=1 << 20, fetch_max_wait_ms=100,
-                                    retry_backoff_ms=10)
+                                    retry_backoff_ms=10, **command_security())
         await start_client(consumer)
         try:
             # Every topic's metadata (one Metadata request), so that a missing topic is known
@@ -151,9 +169,12 @@ async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_00
             consumer.assign(tps)
             for tp in tps:
                 consumer.seek(tp, positions[tp])
-            await _read(consumer, positions, ends, want, max_scan, page)
+            found_records = await _read(consumer, positions, ends, want, max_scan, page)
         finally:
             await consumer.stop()
+    if schemas is not None:
+        await schemas.prepare(d for _p, r in found_records for d in (r.key, r.value))
+    page.messages = [await _message(p, r, schemas) for p, r in found_records]
     page.messages.sort(key=lambda m: (m.timestamp, m.partition, m.offset))
     page.next_offsets = {tp.partition: positions[tp] for tp in tps}
     return page
@@ -179,12 +200,13 @@ async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition], star
 
 
 async def _read(consumer: AIOKafkaConsumer, positions: dict[TopicPartition, int], ends: dict[TopicPartition, int],
-                want: Browse, max_scan: int, page: Page) -> None:
+                want: Browse, max_scan: int, page: Page) -> list[tuple[int, ConsumerRecord[bytes, bytes]]]:
     """Fetch until every partition reached the end it had when the page began, the page is
-    full, ``max_scan`` records were looked at, or the time is up."""
+    full, ``max_scan`` records were looked at, or the time is up; the records ``want`` keeps."""
+    found: list[tuple[int, ConsumerRecord[bytes, bytes]]] = []
     open_tps = {tp for tp, pos in positions.items() if pos < ends[tp]}
     deadline = asyncio.get_running_loop().time() + _READ_TIMEOUT_S
-    while open_tps and len(page.messages) < want.limit and page.scanned < max_scan:
+    while open_tps and len(found) < want.limit and page.scanned < max_scan:
         if asyncio.get_running_loop().time() > deadline:
             break
         batches = await consumer.getmany(*open_tps, timeout_ms=_POLL_MS, max_records=want.limit)
@@ -193,26 +215,27 @@ async def _read(consumer: AIOKafkaConsumer, positions: dict[TopicPartition, int]
                 if r.offset >= ends[tp]:
                     positions[tp] = ends[tp]
                     break
-                if len(page.messages) >= want.limit:
+                if len(found) >= want.limit:
                     break
                 page.scanned += 1
                 positions[tp] = r.offset + 1
                 if _matches(r.key, r.value, want):
-                    page.messages.append(Message(tp.partition, r.offset, r.timestamp, decode(r.key), decode(r.value),
-                                                 [(k, decode(v)) for k, v in r.headers]))
+                    found.append((tp.partition, r))
         for tp in list(open_tps):
             if not batches.get(tp):
                 # Only a transaction marker or a compacted gap was left: the consumer moved past it.
                 positions[tp] = max(positions[tp], await consumer.position(tp))
             if positions[tp] >= ends[tp]:
                 open_tps.discard(tp)
+    return found
 
 
 async def produce(bootstrap: str, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
                   headers: list[tuple[str, bytes]]) -> tuple[int, int]:
     """Write one record; its (partition, offset)."""
     with kafka_errors():
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=10000)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=10000,
+                                    **command_security())
         await start_client(producer)
         try:
             meta = await producer.send_and_wait(topic, value, key=key, partition=partition, headers=headers)
@@ -223,19 +246,26 @@ async def produce(bootstrap: str, topic: str, partition: int | None, key: bytes 
 
 def message_json(m: Message) -> dict[str, object]:
     return {"partition": m.partition, "offset": m.offset, "timestamp": m.timestamp,
-            "key": {"kind": m.key.kind, "text": m.key.text}, "value": {"kind": m.value.kind, "text": m.value.text},
-            "headers": [[k, {"kind": v.kind, "text": v.text}] for k, v in m.headers]}
+            "key": _decoded_json(m.key), "value": _decoded_json(m.value),
+            "headers": [[k, _decoded_json(v)] for k, v in m.headers]}
+
+
+def _decoded_json(d: Decoded) -> dict[str, object]:
+    shown: dict[str, object] = {"kind": d.kind, "text": d.text}
+    if d.schema_id is not None:
+        shown["schema_id"] = d.schema_id
+    return shown
 
 
 async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], Awaitable[bool]],
-               max_seconds: float = 600) -> AsyncIterator[Message | None]:
+               max_seconds: float = 600, schemas: SchemaDecoder | None = None) -> AsyncIterator[Message | None]:
     """Records written to ``topic`` from now on (those ``want`` keeps), until ``stopped()``
     says the reader left or ``max_seconds`` passed; first None, once the consumer stands at
     the end (what is written after that is seen). The consumer reads at the reader's pace:
     a slow page holds back nobody else."""
     with kafka_errors():
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500,
-                                    retry_backoff_ms=10)  # as in browse
+                                    retry_backoff_ms=10, **command_security())  # as in browse
         await start_client(consumer)
     try:
         with kafka_errors():
@@ -257,7 +287,6 @@ async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], A
             for tp, records in batches.items():
                 for r in records:
                     if _matches(r.key, r.value, want):
-                        yield Message(tp.partition, r.offset, r.timestamp, decode(r.key), decode(r.value),
-                                      [(k, decode(v)) for k, v in r.headers])
+                        yield await _message(tp.partition, r, schemas)
     finally:
         await consumer.stop()

@@ -13,7 +13,15 @@ from streamkit.clients import admin
 from streamkit.console import broker, messages
 from streamkit.console.broker import kafka_errors
 from streamkit.console.errors import BadInput, ConsoleError
-from streamkit.console.pages import admin_pool, done, form, form_int, render, settings
+from streamkit.console.pages import (
+    admin_pool,
+    done,
+    form,
+    form_int,
+    render,
+    schema_decoder,
+    settings,
+)
 
 __all__ = ["router"]
 
@@ -123,7 +131,7 @@ async def browse(request: Request, name: str) -> Response:
     want = _browse_request(params)
     with kafka_errors():
         admin.topic_name(name)
-    page = await messages.browse(settings(request).bootstrap_servers, name, want)
+    page = await messages.browse(settings(request).bootstrap_servers, name, want, schemas=schema_decoder(request))
     next_url = None
     if want.partition is not None and page.next_offsets.get(want.partition, 0) < page.ends.get(want.partition, 0):
         following = {**params, "start": "offset", "offset": str(page.next_offsets[want.partition])}
@@ -145,7 +153,8 @@ async def live_tail(request: Request, name: str) -> Response:
 
     async def events() -> AsyncIterator[bytes]:
         try:
-            async for message in messages.tail(bootstrap, name, want, request.is_disconnected):
+            async for message in messages.tail(bootstrap, name, want, request.is_disconnected,
+                                               schemas=schema_decoder(request)):
                 if message is None:  # at the end: what is written from now on arrives
                     yield b"event: ready\ndata: {}\n\n"
                 else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 from collections.abc import Callable
 
@@ -10,7 +11,15 @@ from streamkit.console.settings import ConsoleSettings
 from streamkit.console.web import create_app
 from streamkit.http import HttpServer
 
-__all__ = ["ConsoleServer", "serve"]
+__all__ = ["ConsoleServer", "parse_listener", "serve"]
+
+
+def parse_listener(listener: str, what: str = "the console's listener") -> tuple[str, int]:
+    """``http://host:port`` (or ``host:port``; an empty host is every interface) as (host, port)."""
+    match = re.fullmatch(r"(?:https?://)?\[?([^\]/]*)\]?:(\d+)/?", listener.strip())
+    if match is None:
+        raise ValueError(f"{what} must be http://host:port, not {listener!r}")
+    return match[1] or "0.0.0.0", int(match[2])
 
 
 class ConsoleServer:
@@ -23,6 +32,10 @@ class ConsoleServer:
     @property
     def url(self) -> str:
         return self._http.url
+
+    @property
+    def port(self) -> int:
+        return self._http.port
 
     async def start(self) -> None:
         await self._http.start()

@@ -1,8 +1,10 @@
-"""What the console connects to."""
+"""What the console connects to, and how."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["ConsoleSettings"]
 
@@ -11,8 +13,18 @@ __all__ = ["ConsoleSettings"]
 class ConsoleSettings:
     """``bootstrap_servers`` (Kafka's name) of the cluster; ``connect_url``, a Kafka Connect
     REST API (None: no Connect pages); ``app_urls``, stream workers' web ports
-    (``http://host:port``)."""
+    (``http://host:port``); ``schema_registry_url``, a Schema Registry (None: no schema pages);
+    ``client_config``, Kafka's client security settings (``security.protocol``, ``sasl.*``,
+    ``ssl.*``) for every connection to the brokers."""
 
     bootstrap_servers: str
     connect_url: str | None = None
     app_urls: tuple[str, ...] = ()
+    schema_registry_url: str | None = None
+    client_config: Mapping[str, str] = field(default_factory=dict)
+
+    def security(self) -> dict[str, Any]:
+        """aiokafka's arguments for ``client_config``; ClientError names a bad setting."""
+        from streamkit.clients.security import aiokafka_security
+
+        return aiokafka_security(self.client_config)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +16,21 @@ from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from streamkit.clients.security import client_config_scope
 from streamkit.console import (
     routes_apps,
     routes_connect,
     routes_groups,
     routes_pipeline,
+    routes_schemas,
+    routes_security,
     routes_topics,
 )
 from streamkit.console.broker import AdminPool
 from streamkit.console.errors import ConsoleError
 from streamkit.console.pages import render, templates
+from streamkit.console.registry import RegistryClient, SchemaDecoder
+from streamkit.console.security import SecurityFeatures
 from streamkit.console.settings import ConsoleSettings
 
 __all__ = ["create_app"]
@@ -43,7 +49,16 @@ def _time(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
+def _pretty_json(text: str) -> str:
+    """A schema's text: pretty-printed when it is JSON (Avro, JSON Schema), else as is."""
+    try:
+        return _pretty(json.loads(text))
+    except (TypeError, ValueError):
+        return text
+
+
 templates.env.filters["pretty"] = _pretty
+templates.env.filters["prettyjson"] = _pretty_json
 templates.env.filters["time"] = _time
 
 
@@ -54,13 +69,37 @@ def _error_page(request: Request, status: int, message: str, detail: dict[str, A
     return render(request, "error.html", data, status=status)
 
 
+class _ClientSecurity:
+    """ASGI middleware: every request (and what it starts) reaches the brokers with the
+    console's client security settings, through ``streamkit.clients``' own clients too."""
+
+    def __init__(self, app: Any, client_config: Mapping[str, str], features: SecurityFeatures) -> None:
+        self.app = app
+        self.client_config = dict(client_config)
+        self.features = features
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        with client_config_scope(self.client_config):
+            if scope["type"] == "http" and scope["method"] == "GET" and not scope["path"].startswith("/static"):
+                # The navigation links ACLs and Users only when the cluster has them.
+                scope.setdefault("state", {})["features"] = await self.features.get()
+            await self.app(scope, receive, send)
+
+
 def create_app(settings: ConsoleSettings) -> FastAPI:
     app = FastAPI(title="streamkit console", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.settings = settings
     app.state.admin = AdminPool(settings.bootstrap_servers)  # closed by ConsoleServer.stop
+    app.state.features = SecurityFeatures(app.state.admin)
+    app.add_middleware(_ClientSecurity, client_config=settings.client_config, features=app.state.features)
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
-    for module in (routes_topics, routes_groups, routes_connect, routes_apps, routes_pipeline):
+    for module in (routes_topics, routes_groups, routes_connect, routes_apps, routes_pipeline, routes_security):
         app.include_router(module.router)
+    # The schema pages exist only with a registry: without one they are absent (404).
+    app.state.registry = RegistryClient(settings.schema_registry_url) if settings.schema_registry_url else None
+    app.state.schemas = SchemaDecoder(app.state.registry) if app.state.registry is not None else None
+    if app.state.registry is not None:
+        app.include_router(routes_schemas.router)
 
     @app.exception_handler(ConsoleError)
     async def _console_error(request: Request, exc: ConsoleError) -> Response:

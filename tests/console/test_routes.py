@@ -107,9 +107,9 @@ def test_produce_then_browse_with_decoding_and_filters(client: httpx.Client, bro
     shown = {(m["partition"], m["offset"]): m for m in page["messages"]}
     assert len(shown) == 4
     first = shown[(0, 0)]
-    assert first["value"] == {"kind": "json", "text": json.dumps({"id": 1, "name": "x"}, indent=2)}
-    assert first["headers"] == [["source", {"kind": "text", "text": "web"}]]
-    assert shown[(1, 0)]["value"] == {"kind": "hex", "text": "00 01 fe"}
+    assert first["value"] == {"kind": "json", "text": json.dumps({"id": 1, "name": "x"}, indent=2), "schema_id": None}
+    assert first["headers"] == [["source", {"kind": "text", "text": "web", "schema_id": None}]]
+    assert shown[(1, 0)]["value"] == {"kind": "hex", "text": "00 01 fe", "schema_id": None}
 
     by_key = client.get("/topics/browse/messages?key=k1", headers=JSON).json()["page"]["messages"]
     assert [(m["partition"], m["offset"]) for m in by_key] == [(0, 0), (0, 2)]
