@@ -24,7 +24,7 @@ from streamkit.clients.consumer_groups import describe_modern_groups
 from streamkit.clients.errors import BrokerUnreachable, ClientError
 from streamkit.clients.lifecycle import start_client
 from streamkit.clients.security import command_security
-from streamkit.clients.share import describe_share_group
+from streamkit.clients.share import alter_share_group_offsets, describe_share_group
 from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
 
 __all__ = [
@@ -299,11 +299,21 @@ async def reset_group(pool: AdminPool, group_id: str, topic_name: str, to: str,
         raise BadInput(f"reset to must be earliest, latest, offset or timestamp, not {to!r}")
     bootstrap = pool.bootstrap
     found = await group(pool, group_id)
-    if found.protocol == "share":
-        raise BadInput(f"{group_id} is a share group: the console resets consumer groups' offsets only")
     if found.members:
-        raise Conflict(f"consumer group {group_id} is {found.state} with {len(found.members)} member(s): "
-                       "stop its consumers before resetting offsets")
+        raise Conflict(f"{'share' if found.protocol == 'share' else 'consumer'} group {group_id} is {found.state} "
+                       f"with {len(found.members)} member(s): stop its consumers before resetting offsets")
     await topic_exists(bootstrap, topic_name)
     with kafka_errors():
-        return await admin.reset_offsets(bootstrap, group_id, topic_name, to, value, execute=True)
+        if found.protocol != "share":
+            return await admin.reset_offsets(bootstrap, group_id, topic_name, to, value, execute=True)
+        # A share group has a share start offset per partition (KIP-932), set with
+        # AlterShareGroupOffsets; the targets are computed as for a consumer group.
+        planned = await admin.reset_offsets(bootstrap, group_id, topic_name, to, value, execute=False)
+        starts = {(lag.topic, lag.partition): lag.committed for lag in found.lags}
+        rows = [admin.OffsetReset(r.topic, r.partition, starts.get((r.topic, r.partition), -1), r.new, r.earliest,
+                                  r.latest) for r in planned]
+        try:
+            await alter_share_group_offsets(bootstrap, group_id, topic_name, {r.partition: r.new for r in rows})
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        return rows

@@ -319,6 +319,16 @@ def test_a_share_group_shows_its_members_and_start_offsets(client: httpx.Client,
         assert {"group_id": "sharers", "protocol_type": "share"}.items() <= next(
             g for g in client.get("/groups", headers=JSON).json()["groups"] if g["group_id"] == "sharers").items()
         r = client.post("/groups/sharers/reset", data={"topic": "shared-in", "to": "earliest"}, headers=JSON)
-        assert r.status_code == 400 and "is a share group" in r.json()["error"]
+        assert r.status_code == 409 and "stop its consumers" in r.json()["error"]
     finally:
         consumer.close()
+    # Once empty, its share start offset moves (AlterShareGroupOffsets).
+    eventually(lambda: not client.get("/groups/sharers", headers=JSON).json()["members"], "the share group to empty")
+    for to, value, start in (("latest", "", 5), ("offset", "2", 2), ("earliest", "", 0)):
+        r = client.post("/groups/sharers/reset", data={"topic": "shared-in", "to": to, "value": value}, headers=JSON)
+        assert r.status_code == 200, r.text
+        assert [row["new"] for row in r.json()["result"]] == [start]
+        lags = client.get("/groups/sharers", headers=JSON).json()["lags"]
+        assert [(lag["committed"], lag["end_offset"]) for lag in lags] == [(start, 5)]
+    r = client.post("/groups/sharers/reset", data={"topic": "shared-in", "to": "offset", "value": "9"}, headers=JSON)
+    assert r.status_code == 400 and "outside" in r.json()["error"]
