@@ -28,8 +28,9 @@ from streamkit.clients.share import alter_share_group_offsets, describe_share_gr
 from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
 
 __all__ = [
-    "AdminPool", "GroupSummary", "GroupView", "Overview", "TopicSummary", "alter_topic", "create_topic", "delete_topic",
-    "group", "groups", "kafka_errors", "overview", "records_written", "reset_group", "topic",
+    "AdminPool", "GroupSummary", "GroupView", "Overview", "TopicSummary", "alter_topic", "committed_totals",
+    "create_topic", "delete_topic", "group", "groups", "kafka_errors", "overview", "records_written", "reset_group",
+    "topic", "topic_ends",
 ]
 
 
@@ -141,6 +142,40 @@ async def records_written(pool: AdminPool) -> int:
                if not t["error_code"] and not t.get("is_internal") for p in t["partitions"]]
         ends = await _end_offsets(pool.bootstrap, tps) if tps else {}
     return sum(ends.values())
+
+
+async def topic_ends(pool: AdminPool, names: list[str]) -> dict[str, int]:
+    """Each topic's records written so far (the sum of its partitions' end offsets); a
+    topic that does not exist is left out."""
+    if not names:
+        return {}
+    with kafka_errors():
+        async with pool.admin() as client:
+            # Every topic's (one Metadata request): naming a missing topic could have a broker
+            # with auto.create.topics.enable create it.
+            cluster = (await client._get_cluster_metadata(topics=None)).to_object()
+        wanted = set(names)
+        tps = [TopicPartition(t["topic"], int(p["partition"])) for t in cluster["topics"]
+               if not t["error_code"] and t["topic"] in wanted for p in t["partitions"]]
+        ends = await _end_offsets(pool.bootstrap, tps) if tps else {}
+    out: dict[str, int] = {}
+    for tp, end in ends.items():
+        out[tp.topic] = out.get(tp.topic, 0) + end
+    return out
+
+
+async def committed_totals(pool: AdminPool, group_ids: list[str]) -> dict[tuple[str, str], int]:
+    """(group, topic) -> the sum of the group's committed offsets on the topic's partitions;
+    groups that do not exist (yet) are left out."""
+    out: dict[tuple[str, str], int] = {}
+    with kafka_errors():
+        async with pool.admin() as client:
+            known = {str(g[0]) for g in await client.list_consumer_groups()}
+            for group_id in (g for g in group_ids if g in known):
+                for tp, meta in (await client.list_consumer_group_offsets(group_id)).items():
+                    if meta.offset >= 0:
+                        out[(group_id, tp.topic)] = out.get((group_id, tp.topic), 0) + meta.offset
+    return out
 
 
 async def topic(bootstrap: str, name: str) -> admin.TopicDescription:

@@ -15,11 +15,12 @@ from fastapi.templating import Jinja2Templates
 
 from streamkit.console.broker import AdminPool
 from streamkit.console.errors import BadInput, NotFound
+from streamkit.console.history import LagHistory, RateMeter
 from streamkit.console.registry import RegistryClient, SchemaDecoder
 from streamkit.console.settings import ConsoleSettings
 
-__all__ = ["admin_pool", "done", "form", "form_int", "jsonable", "registry", "render", "schema_decoder", "settings",
-           "templates", "wants_json"]
+__all__ = ["admin_pool", "done", "form", "form_int", "jsonable", "lag_history", "rate_meter", "registry", "render",
+           "schema_decoder", "settings", "templates", "wants_json"]
 
 _MAX_LONG = (1 << 63) - 1
 
@@ -46,6 +47,16 @@ def registry(request: Request) -> RegistryClient:
 
 def schema_decoder(request: Request) -> SchemaDecoder | None:
     found: SchemaDecoder | None = request.app.state.schemas
+    return found
+
+
+def lag_history(request: Request) -> LagHistory:
+    found: LagHistory = request.app.state.lag_history
+    return found
+
+
+def rate_meter(request: Request) -> RateMeter:
+    found: RateMeter = request.app.state.rates
     return found
 
 

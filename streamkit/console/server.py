@@ -7,6 +7,7 @@ import re
 import signal
 from collections.abc import Callable
 
+from streamkit.clients.security import client_config_scope
 from streamkit.console.settings import ConsoleSettings
 from streamkit.console.web import create_app
 from streamkit.http import HttpServer
@@ -26,6 +27,7 @@ class ConsoleServer:
     """``await start()`` binds ``host:port`` (0: a free port) and serves; ``url`` says where."""
 
     def __init__(self, settings: ConsoleSettings, host: str = "127.0.0.1", port: int = 8088) -> None:
+        self.settings = settings
         self.app = create_app(settings)
         self._http = HttpServer(self.app, host, port, what="the console")
 
@@ -39,9 +41,13 @@ class ConsoleServer:
 
     async def start(self) -> None:
         await self._http.start()
+        # The sampler's requests carry the console's client security settings, as a page's do.
+        with client_config_scope(self.settings.client_config):
+            self.app.state.lag_sampler.start()
 
     async def stop(self) -> None:
         await self._http.stop()
+        await self.app.state.lag_sampler.stop()
         await self.app.state.admin.close()
 
 

@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from streamkit.clients.security import client_config_scope
 from streamkit.console import (
+    broker,
     routes_apps,
     routes_connect,
     routes_groups,
@@ -28,6 +29,7 @@ from streamkit.console import (
 )
 from streamkit.console.broker import AdminPool
 from streamkit.console.errors import ConsoleError
+from streamkit.console.history import LagHistory, LagSampler, RateMeter
 from streamkit.console.pages import render, templates
 from streamkit.console.registry import RegistryClient, SchemaDecoder
 from streamkit.console.security import SecurityFeatures
@@ -91,6 +93,13 @@ def create_app(settings: ConsoleSettings) -> FastAPI:
     app.state.settings = settings
     app.state.admin = AdminPool(settings.bootstrap_servers)  # closed by ConsoleServer.stop
     app.state.features = SecurityFeatures(app.state.admin)
+    app.state.lag_history = LagHistory()
+    app.state.rates = RateMeter()
+
+    async def total_lag(group_id: str) -> int:
+        return sum(lag.lag for lag in (await broker.group(app.state.admin, group_id)).lags)
+
+    app.state.lag_sampler = LagSampler(app.state.lag_history, total_lag)  # started by ConsoleServer.start
     app.add_middleware(_ClientSecurity, client_config=settings.client_config, features=app.state.features)
     app.mount("/static", StaticFiles(directory=str(Path(__file__).parent / "static")), name="static")
     for module in (routes_topics, routes_groups, routes_connect, routes_apps, routes_pipeline, routes_security):
