@@ -23,10 +23,12 @@ from streamkit.console.errors import BadInput, NotFound
 from streamkit.console.registry import SchemaDecoder
 
 __all__ = [
-    "Browse", "Decoded", "Message", "Page", "browse", "decode", "message_json", "parse_timestamp", "produce", "tail",
+    "TAIL_MAX_PER_SECOND", "Browse", "Decoded", "Message", "Page", "Skipped", "browse", "decode", "message_json",
+    "parse_timestamp", "produce", "tail",
 ]
 
 MAX_LIMIT = 500
+TAIL_MAX_PER_SECOND = 200  # records a live tail shows a second; a page cannot show more
 _MAX_LONG = (1 << 63) - 1  # Kafka's int64 offsets and timestamps
 _POLL_MS = 200
 _READ_TIMEOUT_S = 5.0
@@ -257,15 +259,29 @@ def _decoded_json(d: Decoded) -> dict[str, object]:
     return shown
 
 
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A live tail that fell behind moved to the end of ``partition``, past ``records``."""
+
+    partition: int
+    records: int
+
+
 async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], Awaitable[bool]],
-               max_seconds: float = 600, schemas: SchemaDecoder | None = None) -> AsyncIterator[Message | None]:
+               max_seconds: float = 600, schemas: SchemaDecoder | None = None,
+               max_per_second: int = TAIL_MAX_PER_SECOND) -> AsyncIterator[Message | Skipped | None]:
     """Records written to ``topic`` from now on (those ``want`` keeps), until ``stopped()``
     says the reader left or ``max_seconds`` passed; first None, once the consumer stands at
-    the end (what is written after that is seen). The consumer reads at the reader's pace:
-    a slow page holds back nobody else."""
+    the end (what is written after that is seen).
+
+    A page shows at most ``max_per_second`` records a second: when more are written the tail
+    jumps to the newest and says how many it skipped (``Skipped``), rather than read every
+    record of a busy topic. So a tail costs the broker a few fetches a second whatever the
+    topic's rate, and a slow page holds back nobody else."""
     with kafka_errors():
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500,
-                                    retry_backoff_ms=10, **command_security())  # as in browse
+                                    max_partition_fetch_bytes=256 * 1024, retry_backoff_ms=10,
+                                    **command_security())  # as in browse
         await start_client(consumer)
     try:
         with kafka_errors():
@@ -281,12 +297,27 @@ async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], A
             for tp in tps:
                 consumer.seek(tp, ends[tp])
         yield None
-        deadline = asyncio.get_running_loop().time() + max_seconds
-        while asyncio.get_running_loop().time() < deadline and not await stopped():
-            batches = await consumer.getmany(timeout_ms=1000, max_records=100)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_seconds
+        second, shown = loop.time(), 0
+        while loop.time() < deadline and not await stopped():
+            if shown >= max_per_second:  # this second's share is shown: wait for the next
+                await asyncio.sleep(max(second + 1 - loop.time(), 0))
+            if loop.time() >= second + 1:
+                second, shown = loop.time(), 0
+            batches = await consumer.getmany(timeout_ms=1000, max_records=max(max_per_second - shown, 1))
             for tp, records in batches.items():
                 for r in records:
+                    shown += 1
                     if _matches(r.key, r.value, want):
                         yield await _message(tp.partition, r, schemas)
+            for tp in tps:
+                # The high watermark of the last fetch: no request. Behind by more than a
+                # second's worth: jump to the newest records.
+                end = consumer.highwater(tp)
+                position = await consumer.position(tp)
+                if end is not None and end - position > max_per_second:
+                    consumer.seek(tp, end)
+                    yield Skipped(tp.partition, end - position)
     finally:
         await consumer.stop()

@@ -157,6 +157,9 @@ async def live_tail(request: Request, name: str) -> Response:
                                                schemas=schema_decoder(request)):
                 if message is None:  # at the end: what is written from now on arrives
                     yield b"event: ready\ndata: {}\n\n"
+                elif isinstance(message, messages.Skipped):
+                    yield b"event: skipped\ndata: " + json.dumps({"partition": message.partition,
+                                                                  "records": message.records}).encode() + b"\n\n"
                 else:
                     yield b"data: " + json.dumps(messages.message_json(message)).encode() + b"\n\n"
         except ConsoleError as exc:  # the stream has begun: the reader gets the error as an event

@@ -263,6 +263,34 @@ def test_live_tail_streams_new_records_as_server_sent_events(client: httpx.Clien
     assert r.status_code == 400 and "has no partition 9" in r.json()["error"]
 
 
+def test_a_live_tail_of_a_busy_topic_skips_to_the_newest_records(client: httpx.Client,
+                                                                  broker: BrokerProcess) -> None:
+    _create(client, "busy")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+    with client.stream("GET", "/topics/busy/tail") as stream:
+        lines = stream.iter_lines()
+        assert (next(lines), next(lines)) == ("event: ready", "data: {}")
+        for i in range(5000):  # far more than a page shows in a second (200)
+            producer.produce("busy", value=f"burst {i}".encode())
+        producer.flush(10)
+        shown, skipped, event = 0, 0, ""
+        for line in lines:
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data: ") and event == "skipped":
+                skipped += json.loads(line.removeprefix("data: "))["records"]
+                producer.produce("busy", value=b"newest")
+                producer.flush(10)
+            elif line.startswith("data: "):
+                shown += 1
+                if json.loads(line.removeprefix("data: "))["value"]["text"] == "newest":
+                    break
+            if line == "":
+                event = ""
+    # every record is either shown or counted as skipped; no more than a second's worth was shown
+    assert skipped > 0 and shown + skipped == 5001 and shown <= 200 + 1
+
+
 def test_throughput_counts_the_records_written_to_all_topics(client: httpx.Client, broker: BrokerProcess) -> None:
     _create(client, "counted", partitions=3)
     before = client.get("/throughput").json()
