@@ -37,16 +37,24 @@ class SecurityFeatures:
         self._found: Features | None = None
         self._at = 0.0
         self._lock = asyncio.Lock()
+        self._refresh: asyncio.Task[None] | None = None
 
     async def get(self) -> Features:
+        """What the cluster has; once known, a stale answer is refreshed in the background
+        (no page waits for the probe but the very first)."""
+        if self._found is not None:
+            if time.monotonic() - self._at > _TTL_S and (self._refresh is None or self._refresh.done()):
+                self._refresh = asyncio.create_task(self._update(), name="console-features")
+            return self._found
+        await self._update()
+        assert self._found is not None
+        return self._found
+
+    async def _update(self) -> None:
         async with self._lock:
             if self._found is None or time.monotonic() - self._at > _TTL_S:
                 self._found = await self._probe()
                 self._at = time.monotonic()
-            return self._found
-
-    def forget(self) -> None:
-        self._found = None
 
     async def _probe(self) -> Features:
         try:

@@ -71,6 +71,16 @@ def _error_page(request: Request, status: int, message: str, detail: dict[str, A
     return render(request, "error.html", data, status=status)
 
 
+def _is_page(scope: Any) -> bool:
+    """A full page (with the navigation), not an asset, JSON, an htmx fragment or an event stream."""
+    if scope["path"].startswith("/static"):
+        return False
+    headers = dict(scope.get("headers") or [])
+    accept = headers.get(b"accept", b"").decode("latin-1")
+    wants_json = "application/json" in accept and "text/html" not in accept  # as pages.wants_json
+    return b"hx-request" not in headers and "text/event-stream" not in accept and not wants_json
+
+
 class _ClientSecurity:
     """ASGI middleware: every request (and what it starts) reaches the brokers with the
     console's client security settings, through ``streamkit.clients``' own clients too."""
@@ -82,7 +92,7 @@ class _ClientSecurity:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         with client_config_scope(self.client_config):
-            if scope["type"] == "http" and scope["method"] == "GET" and not scope["path"].startswith("/static"):
+            if scope["type"] == "http" and scope["method"] == "GET" and _is_page(scope):
                 # The navigation links ACLs and Users only when the cluster has them.
                 scope.setdefault("state", {})["features"] = await self.features.get()
             await self.app(scope, receive, send)

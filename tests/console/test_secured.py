@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -15,6 +16,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from playwright.sync_api import expect
 
 from streamkit.clients.users import create_user
 from streamkit.console import ConsoleSettings
@@ -135,3 +137,23 @@ def test_avro_and_json_schema_records_are_decoded(web: httpx.Client, secured: Br
     assert values[0]["schema_id"] != values[1]["schema_id"]
     html = web.get(f"/topics/{topic}/messages").text
     assert "avro, schema" in html and "&#34;celsius&#34;: 21.5" in html
+
+
+def test_in_the_browser_register_then_delete_a_schema_after_confirming(web: httpx.Client, page: Any) -> None:
+    subject = f"browser-{uuid.uuid4().hex[:6]}-value"
+    page.goto(f"{web.base_url}/")
+    page.get_by_role("link", name="Schemas", exact=True).click()
+    form = page.locator("#register-schema")
+    form.get_by_label("Subject").fill(subject)
+    form.get_by_label("Schema", exact=True).fill(json.dumps(READING))
+    form.get_by_role("button", name="Register").click()
+    expect(page.get_by_role("status")).to_contain_text(f"under {subject}")
+    expect(page.locator("#schema-text")).to_contain_text('"celsius"')
+    page.once("dialog", lambda dialog: dialog.dismiss())  # changed their mind: nothing happens
+    page.locator("#delete-subject").get_by_role("button").click()
+    expect(page.locator("#subject")).to_have_text(subject)
+    assert subject in web.get("/schemas", headers=JSON).json()["subjects"]
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("#delete-subject").get_by_role("button").click()
+    expect(page.get_by_role("status")).to_contain_text(f"deleted subject {subject}")
+    assert subject not in web.get("/schemas", headers=JSON).json()["subjects"]
