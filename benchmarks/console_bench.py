@@ -20,7 +20,7 @@ of its server-sent events in this one, and a confluent-kafka producer process wr
 compared. Target: within 5%.
 
 Usage: python benchmarks/console_bench.py [--topics 1000] [--groups 100] [--records 1000000]
-       [--requests 100] [--produce 200000] [--rounds 3]
+       [--requests 100] [--produce 2000000] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -184,17 +184,22 @@ from confluent_kafka import Producer
 bootstrap, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
 value = b'{"page": "/home", "user": 12345, "ms": 1700000000000}'
+failed = []
+def delivered(error, _message):
+    if error is not None:
+        failed.append(error)
 start = time.perf_counter()
 for i in range(count):
     while True:
         try:
-            p.produce(topic, value=value, key=str(i % 1000).encode())
+            p.produce(topic, value=value, key=str(i % 1000).encode(), on_delivery=delivered)
             break
         except BufferError:
             p.poll(0.01)
     if i % 10000 == 0:
         p.poll(0)
-p.flush(300)
+if p.flush(300) or failed:
+    sys.exit(f"not every record was delivered: {failed[:1]}")
 print(time.perf_counter() - start)
 """
 
@@ -275,7 +280,7 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=100)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--requests", type=int, default=100)
-    parser.add_argument("--produce", type=int, default=200_000)
+    parser.add_argument("--produce", type=int, default=2_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     print(f"console bench: {args.topics} topics, {args.groups} groups, {args.records:,} records; {machine_load()}")

@@ -17,6 +17,8 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaError
+from aiokafka.protocol.metadata import MetadataRequest
+from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.structs import TopicPartition
 
 from streamkit.clients import admin
@@ -140,7 +142,7 @@ async def records_written(pool: AdminPool) -> int:
             described = await client.describe_topics()  # every topic
         tps = [TopicPartition(t["topic"], int(p["partition"])) for t in described
                if not t["error_code"] and not t.get("is_internal") for p in t["partitions"]]
-        ends = await _end_offsets(pool.bootstrap, tps) if tps else {}
+        ends = await _end_offsets(pool, tps) if tps else {}
     return sum(ends.values())
 
 
@@ -157,7 +159,7 @@ async def topic_ends(pool: AdminPool, names: list[str]) -> dict[str, int]:
         wanted = set(names)
         tps = [TopicPartition(t["topic"], int(p["partition"])) for t in cluster["topics"]
                if not t["error_code"] and t["topic"] in wanted for p in t["partitions"]]
-        ends = await _end_offsets(pool.bootstrap, tps) if tps else {}
+        ends = await _end_offsets(pool, tps) if tps else {}
     out: dict[str, int] = {}
     for tp, end in ends.items():
         out[tp.topic] = out.get(tp.topic, 0) + end
@@ -246,7 +248,39 @@ async def groups(pool: AdminPool) -> list[GroupSummary]:
     return [GroupSummary(gid, kind, *states.get(gid, ("Unknown", 0))) for gid, kind in listed]
 
 
-async def _end_offsets(bootstrap: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+async def _end_offsets(pool: AdminPool, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """Each partition's end offset (high watermark): ListOffsets to the leaders over the
+    pool's admin client, after a Metadata request for just these topics that may not create
+    them. A partition whose leader does not answer it (moved meanwhile) is asked again by a
+    consumer of its own."""
+    out: dict[TopicPartition, int] = {}
+    async with pool.admin() as client:
+        topics = sorted({tp.topic for tp in partitions})
+        metadata = (await client._send_request(MetadataRequest(topics, allow_auto_topic_creation=False))).to_object()
+        leaders = {(t["topic"], int(p["partition"])): int(p["leader"]) for t in metadata["topics"]
+                   if not t["error_code"] for p in t["partitions"]}
+        by_node: dict[int, dict[str, list[int]]] = {}
+        for tp in partitions:
+            leader = leaders.get((tp.topic, tp.partition), -1)
+            if leader >= 0:
+                by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(tp.partition)
+        answers = await asyncio.gather(*(
+            client._send_request_to_node(node, OffsetRequest(-1, 0, [(t, [(p, -1) for p in ps])
+                                                                     for t, ps in sorted(wanted.items())]))
+            for node, wanted in sorted(by_node.items())))
+    for answer in answers:
+        for t in answer.to_object()["topics"]:
+            for p in t["partitions"]:
+                if not p["error_code"]:
+                    offset = p["offset"] if "offset" in p else (p.get("offsets") or [-1])[0]
+                    out[TopicPartition(t["topic"], int(p["partition"]))] = int(offset)
+    missing = [tp for tp in partitions if tp not in out and (tp.topic, tp.partition) in leaders]
+    if missing:
+        out |= await _end_offsets_by_consumer(pool.bootstrap, missing)
+    return out
+
+
+async def _end_offsets_by_consumer(bootstrap: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
     """A consumer for one request, not kept: a consumer keeps refreshing the metadata of the
     topics it has looked at, and a broker with auto.create.topics.enable would re-create
     such a topic after its deletion. retry_backoff_ms: it learns a topic's leader after one
@@ -307,7 +341,7 @@ async def group(pool: AdminPool, group_id: str) -> GroupView:
                 return await _share_group(pool.bootstrap, group_id)
             described = await client.describe_consumer_groups([group_id])
             offsets = await client.list_consumer_group_offsets(group_id)
-        ends = await _end_offsets(pool.bootstrap, list(offsets)) if offsets else {}
+        ends = await _end_offsets(pool, list(offsets)) if offsets else {}
         modern = (await describe_modern_groups(pool.bootstrap, [group_id]))[group_id]
     state, members = "Dead", []
     for response in described:

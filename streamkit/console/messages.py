@@ -23,12 +23,13 @@ from streamkit.console.errors import BadInput, NotFound
 from streamkit.console.registry import SchemaDecoder
 
 __all__ = [
-    "TAIL_MAX_PER_SECOND", "Browse", "Decoded", "Message", "Page", "Skipped", "browse", "decode", "message_json",
+    "TAIL_MAX_PER_SECOND", "Browse", "Decoded", "Idle", "Message", "Page", "Skipped", "browse", "decode", "message_json",
     "parse_timestamp", "produce", "tail",
 ]
 
 MAX_LIMIT = 500
 TAIL_MAX_PER_SECOND = 200  # records a live tail shows a second; a page cannot show more
+_IDLE_S = 10.0  # a quiet tail writes a comment this often, to notice a page that left
 _MAX_LONG = (1 << 63) - 1  # Kafka's int64 offsets and timestamps
 _POLL_MS = 200
 _READ_TIMEOUT_S = 5.0
@@ -150,11 +151,7 @@ async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_00
                                     retry_backoff_ms=10, **command_security())
         await start_client(consumer)
         try:
-            # Every topic's metadata (one Metadata request), so that a missing topic is known
-            # before an assignment could have the broker auto-create it. aiokafka has no
-            # public call for a topic's partitions that does not start tracking the topic.
-            cluster = await consumer._client.fetch_all_metadata()
-            found = cluster.partitions_for_topic(topic)
+            found = await _partitions(consumer, topic)
             if not found:
                 raise NotFound(f"topic {topic} not found")
             page.partitions = len(found)
@@ -180,6 +177,17 @@ async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_00
     page.messages.sort(key=lambda m: (m.timestamp, m.partition, m.offset))
     page.next_offsets = {tp.partition: positions[tp] for tp in tps}
     return page
+
+
+async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int] | None:
+    """The topic's partitions, known before an assignment could have the broker auto-create
+    a missing topic: from the every-topic metadata the consumer fetched at its start, else
+    from a fresh one (a topic created since). aiokafka has no public call for a topic's
+    partitions that does not start tracking the topic."""
+    found = consumer._client.cluster.partitions_for_topic(topic)
+    if not found:
+        found = (await consumer._client.fetch_all_metadata()).partitions_for_topic(topic)
+    return set(found) if found else None
 
 
 async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition], starts: dict[TopicPartition, int],
@@ -260,6 +268,12 @@ def _decoded_json(d: Decoded) -> dict[str, object]:
 
 
 @dataclass(frozen=True, slots=True)
+class Idle:
+    """Nothing new for a while: the page gets a comment line, so that a page that left is
+    noticed (the write fails) even when the topic is quiet."""
+
+
+@dataclass(frozen=True, slots=True)
 class Skipped:
     """A live tail that fell behind moved to the end of ``partition``, past ``records``."""
 
@@ -269,7 +283,7 @@ class Skipped:
 
 async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], Awaitable[bool]],
                max_seconds: float = 600, schemas: SchemaDecoder | None = None,
-               max_per_second: int = TAIL_MAX_PER_SECOND) -> AsyncIterator[Message | Skipped | None]:
+               max_per_second: int = TAIL_MAX_PER_SECOND) -> AsyncIterator[Message | Skipped | Idle | None]:
     """Records written to ``topic`` from now on (those ``want`` keeps), until ``stopped()``
     says the reader left or ``max_seconds`` passed; first None, once the consumer stands at
     the end (what is written after that is seen).
@@ -285,8 +299,7 @@ async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], A
         await start_client(consumer)
     try:
         with kafka_errors():
-            cluster = await consumer._client.fetch_all_metadata()  # see browse
-            found = cluster.partitions_for_topic(topic)
+            found = await _partitions(consumer, topic)
             if not found:
                 raise NotFound(f"topic {topic} not found")
             if want.partition is not None and want.partition not in found:
@@ -299,13 +312,18 @@ async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], A
         yield None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max_seconds
-        second, shown = loop.time(), 0
+        second, shown, heard = loop.time(), 0, loop.time()
         while loop.time() < deadline and not await stopped():
             if shown >= max_per_second:  # this second's share is shown: wait for the next
                 await asyncio.sleep(max(second + 1 - loop.time(), 0))
             if loop.time() >= second + 1:
                 second, shown = loop.time(), 0
             batches = await consumer.getmany(timeout_ms=1000, max_records=max(max_per_second - shown, 1))
+            if batches:
+                heard = loop.time()
+            elif loop.time() - heard > _IDLE_S:
+                heard = loop.time()
+                yield Idle()
             for tp, records in batches.items():
                 for r in records:
                     shown += 1

@@ -46,6 +46,7 @@ class ConsoleServer:
             self.app.state.lag_sampler.start()
 
     async def stop(self) -> None:
+        self.app.state.stopping.set()
         await self._http.stop()
         await self.app.state.lag_sampler.stop()
         await self.app.state.admin.close()

@@ -3,6 +3,7 @@ answer any error: a page (or JSON) with its status and one line, never a traceba
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -103,6 +104,7 @@ def create_app(settings: ConsoleSettings) -> FastAPI:
     app.state.settings = settings
     app.state.admin = AdminPool(settings.bootstrap_servers)  # closed by ConsoleServer.stop
     app.state.features = SecurityFeatures(app.state.admin)
+    app.state.stopping = asyncio.Event()  # set by ConsoleServer.stop: live tails end
     app.state.lag_history = LagHistory()
     app.state.rates = RateMeter()
 
