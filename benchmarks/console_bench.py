@@ -269,6 +269,8 @@ def _throughput(bootstrap: str, count: int, rounds: int, broker_pid: int) -> Non
               f"tail {with_tail:,.0f} records/s (broker CPU {statistics.median(c for _, c in tailed):.1f} s, "
               f"console CPU {console_cpu:.1f} s in the last round; {seen:,} records reached the page): "
               f"{with_tail / without:.3f}x   {verdict}")
+        print("  rounds without: " + ", ".join(f"{r:,.0f}" for r, _ in bare) +
+              "; with: " + ", ".join(f"{r:,.0f}" for r, _ in tailed))
     finally:
         console.terminate()
         console.wait(30)
@@ -282,14 +284,18 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100)
     parser.add_argument("--produce", type=int, default=2_000_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--throughput-only", action="store_true", help="skip the endpoints (and their setup)")
     args = parser.parse_args()
     print(f"console bench: {args.topics} topics, {args.groups} groups, {args.records:,} records; {machine_load()}")
     with tempfile.TemporaryDirectory() as directory, \
             BrokerProcess(Path(directory) / "data", {"metrics.listener": "http://127.0.0.1:0"}) as broker:
+        assert broker.process is not None
+        if args.throughput_only:
+            _throughput(broker.bootstrap, args.produce, args.rounds, broker.process.pid)
+            return
         started = time.monotonic()
         _setup(broker.bootstrap, args.topics, args.groups, args.records)
         print(f"set up in {time.monotonic() - started:.0f} s")
-        assert broker.process is not None
         asyncio.run(_run(broker.bootstrap, args.requests, f"group-{args.groups // 2:03d}", broker.process.pid,
                          f"http://127.0.0.1:{broker.metrics_port}/metrics"))
         _throughput(broker.bootstrap, args.produce, args.rounds, broker.process.pid)

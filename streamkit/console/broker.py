@@ -31,7 +31,8 @@ from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
 
 __all__ = [
     "AdminPool", "GroupSummary", "GroupView", "Overview", "TopicSummary", "alter_topic", "committed_totals",
-    "create_topic", "delete_topic", "group", "groups", "kafka_errors", "overview", "records_written", "reset_group",
+    "create_topic", "delete_topic", "group", "groups", "kafka_errors", "overview", "partitions_of", "records_written",
+    "reset_group",
     "topic", "topic_ends",
 ]
 
@@ -246,6 +247,20 @@ async def groups(pool: AdminPool) -> list[GroupSummary]:
         if found is not None:
             states[g] = (found.state, len(found.members))
     return [GroupSummary(gid, kind, *states.get(gid, ("Unknown", 0))) for gid, kind in listed]
+
+
+async def partitions_of(pool: AdminPool, name: str) -> set[int]:
+    """The topic's partitions (NotFound without it): a Metadata request for this topic alone
+    on the kept admin client, which may not create it (the message browser's first question,
+    cheaper than every topic's metadata in a large cluster)."""
+    with kafka_errors():
+        admin.topic_name(name)
+        async with pool.admin() as client:
+            metadata = (await client._send_request(MetadataRequest([name], allow_auto_topic_creation=False))).to_object()
+    for t in metadata["topics"]:
+        if t["topic"] == name and not t["error_code"]:
+            return {int(p["partition"]) for p in t["partitions"]}
+    raise NotFound(f"topic {name} not found")
 
 
 async def _end_offsets(pool: AdminPool, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:

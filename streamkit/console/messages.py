@@ -135,9 +135,10 @@ async def _message(partition: int, r: ConsumerRecord[bytes, bytes], schemas: Sch
 
 
 async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_000,
-                 schemas: SchemaDecoder | None = None) -> Page:
+                 schemas: SchemaDecoder | None = None, partitions: set[int] | None = None) -> Page:
     """One page of ``topic`` as ``want`` says; ``NotFound`` if there is no such topic.
-    ``schemas``: decode records in the registry's wire format."""
+    ``schemas``: decode records in the registry's wire format; ``partitions``: the topic's,
+    when the caller knows them."""
     if not 1 <= want.limit <= MAX_LIMIT:
         raise BadInput(f"limit must be between 1 and {MAX_LIMIT}, not {want.limit}")
     if want.offset is not None and want.offset < 0:
@@ -151,7 +152,7 @@ async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_00
                                     retry_backoff_ms=10, **command_security())
         await start_client(consumer)
         try:
-            found = await _partitions(consumer, topic)
+            found = partitions or await _partitions(consumer, topic)
             if not found:
                 raise NotFound(f"topic {topic} not found")
             page.partitions = len(found)

@@ -132,7 +132,9 @@ async def browse(request: Request, name: str) -> Response:
     want = _browse_request(params)
     with kafka_errors():
         admin.topic_name(name)
-    page = await messages.browse(settings(request).bootstrap_servers, name, want, schemas=schema_decoder(request))
+    known = await broker.partitions_of(admin_pool(request), name)  # 404 before a consumer starts
+    page = await messages.browse(settings(request).bootstrap_servers, name, want, schemas=schema_decoder(request),
+                                 partitions=known)
     next_url = None
     if want.partition is not None and page.next_offsets.get(want.partition, 0) < page.ends.get(want.partition, 0):
         following = {**params, "start": "offset", "offset": str(page.next_offsets[want.partition])}
