@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-__all__ = ["CertificateAuthority", "IssuedCertificate", "scram_listener_settings"]
+__all__ = ["CertificateAuthority", "IssuedCertificate", "authorizer_settings", "scram_listener_settings"]
 
 _DAY = datetime.timedelta(days=1)
 
@@ -110,3 +110,10 @@ def scram_listener_settings(broker: IssuedCertificate, mechanism: str = "SCRAM-S
             "org.apache.kafka.common.security.scram.ScramLoginModule required;",
         "connection.failed.authentication.delay.ms": "10",
     }
+
+
+def authorizer_settings(super_users: str = "User:admin") -> dict[str, str]:
+    """Broker settings for ACLs (Kafka's StandardAuthorizer): ``super_users`` may do
+    anything, and so may everyone on a resource no ACL names."""
+    return {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true", "super.users": super_users}

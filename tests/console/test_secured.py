@@ -21,7 +21,7 @@ from playwright.sync_api import expect
 from streamkit.clients.users import create_user
 from streamkit.console import ConsoleSettings
 from streamkit.testing import BrokerProcess
-from streamkit.testing_tls import CertificateAuthority, scram_listener_settings
+from streamkit.testing_tls import CertificateAuthority, authorizer_settings, scram_listener_settings
 from tests.console.conftest import JSON, ConsoleThread, eventually
 
 READING = {"type": "record", "name": "Reading", "fields": [{"name": "sensor", "type": "string"},
@@ -38,8 +38,7 @@ def secured(ca: CertificateAuthority, tmp_path_factory: pytest.TempPathFactory) 
     cert = ca.issue("broker", "CN=localhost", hosts=["localhost", "127.0.0.1"])
     with BrokerProcess(tmp_path_factory.mktemp("secured") / "data", settings={
         **scram_listener_settings(cert),
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true", "super.users": "User:admin",
+        **authorizer_settings(),
         "schema.registry.listeners": "http://127.0.0.1:0",
     }) as process:
         create_user(process.address("PLAINTEXT"), "admin", "admin-secret")

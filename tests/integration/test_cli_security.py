@@ -16,7 +16,7 @@ import pytest
 
 from streamkit.clients.users import create_user
 from streamkit.testing import BrokerProcess
-from streamkit.testing_tls import CertificateAuthority, scram_listener_settings
+from streamkit.testing_tls import CertificateAuthority, authorizer_settings, scram_listener_settings
 from tests.integration.conftest import _finish
 from tests.integration.test_cli import fails, ok
 
@@ -32,8 +32,7 @@ def secured(ca: CertificateAuthority, tmp_path_factory: pytest.TempPathFactory) 
     cert = ca.issue("broker", "CN=localhost", hosts=["localhost", "127.0.0.1"])
     process = BrokerProcess(tmp_path_factory.mktemp("secured") / "data", settings={
         **scram_listener_settings(cert),
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "true", "super.users": "User:admin",
+        **authorizer_settings(),
     }).start()
     try:
         create_user(process.address("PLAINTEXT"), "admin", "admin-secret")
