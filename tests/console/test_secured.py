@@ -156,3 +156,23 @@ def test_in_the_browser_register_then_delete_a_schema_after_confirming(web: http
     page.locator("#delete-subject").get_by_role("button").click()
     expect(page.get_by_role("status")).to_contain_text(f"deleted subject {subject}")
     assert subject not in web.get("/schemas", headers=JSON).json()["subjects"]
+
+
+def test_in_the_browser_add_an_acl_then_remove_it_after_confirming(web: httpx.Client, page: Any) -> None:
+    page.goto(f"{web.base_url}/")
+    page.get_by_role("link", name="ACLs", exact=True).click()
+    form = page.locator("#create-acl")
+    form.get_by_label("Principal").fill("User:dave")
+    form.get_by_label("Operation").select_option("Write")
+    form.get_by_label("Resource name").fill("audit")
+    form.get_by_role("button", name="Add").click()
+    expect(page.get_by_role("status")).to_contain_text("added 1 ACL(s)")
+    row = page.locator("#acls tr.acl", has_text="User:dave")
+    expect(row).to_contain_text("TOPIC:audit")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    row.get_by_role("button", name="Remove").click()
+    expect(row).to_have_count(1)
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Remove").click()
+    expect(page.get_by_role("status")).to_contain_text("removed 1 ACL(s)")
+    expect(page.locator("#acls tr.acl", has_text="User:dave")).to_have_count(0)
