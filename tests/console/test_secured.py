@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
@@ -176,3 +176,20 @@ def test_in_the_browser_add_an_acl_then_remove_it_after_confirming(web: httpx.Cl
     row.get_by_role("button", name="Remove").click()
     expect(page.get_by_role("status")).to_contain_text("removed 1 ACL(s)")
     expect(page.locator("#acls tr.acl", has_text="User:dave")).to_have_count(0)
+
+
+def test_groups_and_lag_over_sasl_ssl(web: httpx.Client, secured: BrokerProcess) -> None:
+    topic = f"secure-lag-{uuid.uuid4().hex[:6]}"
+    assert web.post("/topics", data={"name": topic}, headers=JSON).status_code == 200
+    for value in ("a", "b", "c"):
+        web.post(f"/topics/{topic}/produce", data={"value": value}, headers=JSON)
+    consumer = Consumer({"bootstrap.servers": secured.address("PLAINTEXT"), "group.id": "secure-readers"})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    consumer.close()
+    listed = web.get("/groups", headers=JSON)
+    assert listed.status_code == 200 and "secure-readers" in [g["group_id"] for g in listed.json()["groups"]]
+    group = web.get("/groups/secure-readers", headers=JSON).json()
+    assert group["total_lag"] == 2
+    r = web.post("/groups/secure-readers/reset", data={"topic": topic, "to": "latest"}, headers=JSON)
+    assert r.status_code == 200, r.text
+    assert web.get("/groups/secure-readers", headers=JSON).json()["total_lag"] == 0
