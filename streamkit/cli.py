@@ -862,10 +862,13 @@ def _os_error(exc: OSError, bind_context: str) -> str:
 
 @app.command("console")
 def console_command(
-    bootstrap: str = typer.Option(..., "--bootstrap-servers", "-b", metavar="HOST:PORT",
+    bootstrap: str = typer.Option(..., "--bootstrap-servers", "--bootstrap-server", "-b", metavar="HOST:PORT",
                                   help="Kafka bootstrap.servers of the cluster to show."),
     connect_url: str | None = typer.Option(None, "--connect-url", metavar="URL",
                                            help="A Kafka Connect REST API (http://HOST:8083)."),
+    schema_registry_url: str | None = typer.Option(None, "--schema-registry-url", metavar="URL",
+                                                   help="A Schema Registry (http://HOST:8081): the schema pages, "
+                                                        "and Avro / JSON Schema records decoded."),
     app_urls: list[str] = typer.Option([], "--app-url", metavar="URL",
                                        help="A stream worker's web port (http://HOST:PORT); repeatable."),
     listen: str = typer.Option("127.0.0.1:8088", "--listen", metavar="HOST:PORT",
@@ -879,16 +882,20 @@ def console_command(
              "Kafka Connect's PropertyFileLoginModule format)."),
     http_user_info: str | None = typer.Option(
         None, "--http-user-info", metavar="USER:PASSWORD", envvar="STREAMKIT_HTTP_USER_INFO",
-        help="Basic auth credentials of the Connect REST API and the workers' web endpoints."),
+        help="Basic auth credentials of the Connect REST API, the workers' web endpoints and the registry."),
     http_ca: Path | None = typer.Option(
         None, "--http-ca-location", metavar="FILE",
-        help="PEM file of the CAs that signed the certificates of the Connect REST API and the workers (https)."),
+        help="PEM file of the CAs that signed the certificates of the Connect REST API, the workers and the "
+             "registry (https)."),
+    port: int | None = typer.Option(None, "--port", metavar="P", help="The port of --listen alone."),
     client_config: list[str] = ClientConfigOption,
     command_config: Path | None = CommandConfigOption,
 ) -> None:
     """Serve the web console.
 
-    Topics, messages, consumer groups, Connect and stream apps, in a browser."""
+    Topics, messages, consumer groups, Connect, stream apps and schemas, in a browser."""
+    from streamkit.clients.errors import ClientError
+    from streamkit.clients.security import command_client_config
     from streamkit.console import ConsoleSettings
     from streamkit.console.server import serve
     from streamkit.http import HttpSecurity, HttpSecurityError, read_credentials
@@ -896,12 +903,17 @@ def console_command(
     host, sep, port_text = listen.rpartition(":")
     if not sep or not port_text.isdigit() or not host:
         raise _fail(f"--listen expects HOST:PORT, got {listen!r}")
-    settings = ConsoleSettings(bootstrap, connect_url, tuple(app_urls), http_user_info,
-                               str(http_ca) if http_ca else None)
+    if port is not None:
+        if not 0 <= port <= 65535:
+            raise _fail(f"--port must be 0..65535, not {port}")
+        port_text = str(port)
+    settings = ConsoleSettings(bootstrap, connect_url, tuple(app_urls), schema_registry_url,
+                               command_client_config(), http_user_info, str(http_ca) if http_ca else None)
     try:
+        settings.security()  # a bad setting is one line now, not an error on every page
         settings.http_options()
         security = HttpSecurity(ssl_keystore, None, read_credentials(users_file) if users_file else {}, "streamkit console")
-    except HttpSecurityError as exc:
+    except (ClientError, HttpSecurityError) as exc:
         raise _fail(str(exc)) from None
 
     def announce(url: str) -> None:

@@ -419,8 +419,10 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
             scheme = runtime.web.security.scheme
             web_console = ConsoleServer(ConsoleSettings(
                 broker.bootstrap, worker.url, (f"{scheme}://{runtime.web.host}:{runtime.web.port}",),
-                f"admin:{SECURE_USERS['admin']}" if setup else None, str(setup.ca) if setup else None),
-                "127.0.0.1", 0)
+                schema_registry_url=registry_url,
+                client_config=setup.client_settings("admin") if setup else {},
+                http_user_info=f"admin:{SECURE_USERS['admin']}" if setup else None,
+                http_ca_location=str(setup.ca) if setup else None), "127.0.0.1", 0)
             await web_console.start()
             console.print(f"broker on {broker.bootstrap}, schema registry on {registry_url}; Connect worker on "
                           f"{worker.url} running demo-file-source and demo-spark-sink; app demo-pipeline counting "

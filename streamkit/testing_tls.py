@@ -30,7 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 if TYPE_CHECKING:
     from streamkit.testing import BrokerProcess
 
-__all__ = ["CertificateAuthority", "IssuedCertificate", "SecuredBroker", "jaas_users", "scram_broker",
+__all__ = ["CertificateAuthority", "IssuedCertificate", "SecuredBroker", "authorizer_settings", "jaas_users", "scram_broker",
            "scram_listener_settings"]
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -188,3 +188,10 @@ def scram_broker(directory: Path, users: Mapping[str, str], *, acls: bool = Fals
         code = process.stop(timeout_s=30)
         if died or code != 0:
             raise AssertionError(f"the secured broker {'died' if died else f'exited {code}'}:\n{process.log_tail()}")
+
+
+def authorizer_settings(super_users: str = "User:admin") -> dict[str, str]:
+    """Broker settings for ACLs (Kafka's StandardAuthorizer): ``super_users`` may do
+    anything, and so may everyone on a resource no ACL names."""
+    return {"authorizer.class.name": STANDARD_AUTHORIZER,
+            "allow.everyone.if.no.acl.found": "true", "super.users": super_users}

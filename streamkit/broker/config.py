@@ -235,6 +235,7 @@ class BrokerConfig:
     offsets_topic_min_isr: int | None = None
     metrics_listener: str = ""
     schema_registry_listeners: str = ""
+    console_listeners: str = ""
     offsets_commit_timeout_ms: int = 5000
     request_timeout_ms: int = 30000
     transaction_state_log_replication_factor: int = 3

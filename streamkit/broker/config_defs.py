@@ -9,6 +9,7 @@ documentation is Kafka's own (ReplicationConfigs, ServerConfigs, ZkConfigs, ...)
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from streamkit.broker.endpoints import DEFAULT_PROTOCOL_MAP, SECURITY_PROTOCOLS
@@ -225,6 +226,11 @@ _CLUSTER: tuple[ConfigDef, ...] = (
     ConfigDef("schema.registry.listeners", "schema_registry_listeners", "string", "", None,
               "[streamkit; as Redpanda's built-in registry] http://host:port to serve a Confluent-compatible "
               "Schema Registry on, inside the broker process, its schemas in _schemas (empty: none)"),
+    ConfigDef("console.listeners", "console_listeners", "string", "", None,
+              "[streamkit; as Redpanda Console, inside the broker process] http://host:port to serve the web "
+              "console on (topics, messages, consumer groups; the schemas too with schema.registry.listeners); "
+              "it reaches this broker over its first listener, as any client would (empty: none)",
+              lambda v: v == "" or re.fullmatch(r"(?:https?://)?\[?[^\]/]*\]?:\d+/?", v.strip()) is not None),
     ConfigDef("offsets.topic.min.isr", "offsets_topic_min_isr", "int", None, None,
               "[streamkit; Kafka has no such setting] the min.insync.replicas of the offsets topic "
               "(unset: the broker's min.insync.replicas, which Kafka's offsets topic takes)",

@@ -13,6 +13,7 @@ from streamkit.broker.config import BrokerConfig
 from streamkit.broker.server import Broker
 
 if TYPE_CHECKING:
+    from streamkit.console import ConsoleServer
     from streamkit.schemas import SchemaRegistryServer
 
 __all__ = ["DEFAULT_DATA_DIR", "DEFAULT_HOST", "DEFAULT_PORT", "placement", "run_broker"]
@@ -41,6 +42,7 @@ async def _main(data_dir: Path, config: BrokerConfig, host: str, port: int, read
     broker = Broker(data_dir, config, host, port)
     await broker.start()
     registry = await _start_schema_registry(config, broker) if config.schema_registry_listeners else None
+    console = await _start_console(config, broker, registry) if config.console_listeners else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -48,16 +50,20 @@ async def _main(data_dir: Path, config: BrokerConfig, host: str, port: int, read
     if ready_file is not None:
         # Once the signals are ours: a SIGTERM right after the file appears stops cleanly.
         # The second line, when there is one, is the metrics port; with several listeners,
-        # NAME=port for each follows, and a registry's port as schema-registry=PORT.
+        # NAME=port for each follows, a registry's port as schema-registry=PORT and the
+        # console's as console=PORT.
         metrics = "" if broker.metrics_port is None else f"{broker.metrics_port}\n"
         ports = broker.listener_ports
         listeners = "".join(f"{name}={port}\n" for name, port in ports.items()) if len(ports) > 1 else ""
         sr = "" if registry is None or registry.http is None else f"schema-registry={registry.http.port}\n"
-        ready_file.write_text(f"{broker.port}\n{metrics}{listeners}{sr}")
+        web = "" if console is None else f"console={console.port}\n"
+        ready_file.write_text(f"{broker.port}\n{metrics}{listeners}{sr}{web}")
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
+        if console is not None:
+            await console.stop()
         if registry is not None:
             await registry.stop()
         await broker.stop()
@@ -73,6 +79,22 @@ async def _start_schema_registry(config: BrokerConfig, broker: Broker) -> Schema
         "listeners": config.schema_registry_listeners, "kafkastore.bootstrap.servers": f"{host}:{broker.port}"}))
     await registry.start()
     return registry
+
+
+async def _start_console(config: BrokerConfig, broker: Broker,
+                         registry: SchemaRegistryServer | None) -> ConsoleServer:
+    """The web console in this process (``console.listeners``): like the registry, a client
+    of this broker over its first listener; it shows the registry when there is one."""
+    from streamkit.console import ConsoleServer, ConsoleSettings, parse_listener
+
+    host = "127.0.0.1" if broker.host in ("0.0.0.0", "") else broker.host
+    registry_url = None if registry is None or registry.http is None else registry.http.url
+    settings = ConsoleSettings(f"{host}:{broker.port}", schema_registry_url=registry_url)
+    console_host, console_port = parse_listener(config.console_listeners, "console.listeners")
+    console = ConsoleServer(settings, console_host, console_port)
+    await console.start()
+    log.info("console on %s", console.url)
+    return console
 
 
 def run_broker(data_dir: Path, config: BrokerConfig, host: str, port: int, ready_file: Path | None = None) -> None:

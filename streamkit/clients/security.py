@@ -25,18 +25,18 @@ where they are built (``command_security``), so every command takes them alike.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import re
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from streamkit.clients.errors import ClientError
 
-__all__ = ["SECURITY_SETTINGS", "aiokafka_security", "command_client_config", "command_security", "command_settings",
-           "librdkafka_config",
-           "login_refused",
+__all__ = ["SECURITY_SETTINGS", "aiokafka_security", "client_config_scope", "command_client_config", "command_security",
+           "command_settings", "librdkafka_config", "login_refused",
            "read_client_properties", "use_client_config"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -154,6 +154,20 @@ def use_client_config(settings: Mapping[str, str], *, from_file: bool) -> None:
     it while it parses ``--command-config`` (``from_file``) and ``-X`` (which win)."""
     var = _file_config if from_file else _option_config
     var.set({**var.get(), **settings})
+
+
+@contextlib.contextmanager
+def client_config_scope(settings: Mapping[str, str]) -> Iterator[None]:
+    """Within it (and in the tasks started within it), ``settings`` are the client settings:
+    a server acting for one cluster (the web console) sets them for each request, as the CLI
+    does for a command."""
+    file_token = _file_config.set({})
+    option_token = _option_config.set(dict(settings))
+    try:
+        yield
+    finally:
+        _option_config.reset(option_token)
+        _file_config.reset(file_token)
 
 
 def _command_config() -> dict[str, str]:

@@ -8,8 +8,8 @@ works against Apache Kafka and Kafka Connect too. Every page answers JSON as wel
 (``Accept: application/json``) with the data it shows.
 """
 
-from streamkit.console.server import ConsoleServer
+from streamkit.console.server import ConsoleServer, parse_listener
 from streamkit.console.settings import ConsoleSettings
 from streamkit.console.web import create_app
 
-__all__ = ["ConsoleServer", "ConsoleSettings", "create_app"]
+__all__ = ["ConsoleServer", "ConsoleSettings", "create_app", "parse_listener"]

@@ -17,6 +17,8 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import KafkaError
+from aiokafka.protocol.metadata import MetadataRequest
+from aiokafka.protocol.offset import OffsetRequest
 from aiokafka.structs import TopicPartition
 
 from streamkit.clients import admin
@@ -24,12 +26,14 @@ from streamkit.clients.consumer_groups import describe_modern_groups
 from streamkit.clients.errors import BrokerUnreachable, ClientError
 from streamkit.clients.lifecycle import start_client
 from streamkit.clients.security import command_security
-from streamkit.clients.share import describe_share_group
+from streamkit.clients.share import alter_share_group_offsets, describe_share_group
 from streamkit.console.errors import BadInput, Conflict, NotFound, Unavailable
 
 __all__ = [
-    "AdminPool", "GroupSummary", "GroupView", "Overview", "TopicSummary", "alter_topic", "create_topic", "delete_topic",
-    "group", "groups", "kafka_errors", "overview", "records_written", "reset_group", "topic",
+    "AdminPool", "GroupSummary", "GroupView", "Overview", "TopicSummary", "alter_topic", "committed_totals",
+    "create_topic", "delete_topic", "group", "groups", "kafka_errors", "overview", "partitions_of", "records_written",
+    "reset_group",
+    "topic", "topic_ends",
 ]
 
 
@@ -139,8 +143,42 @@ async def records_written(pool: AdminPool) -> int:
             described = await client.describe_topics()  # every topic
         tps = [TopicPartition(t["topic"], int(p["partition"])) for t in described
                if not t["error_code"] and not t.get("is_internal") for p in t["partitions"]]
-        ends = await _end_offsets(pool.bootstrap, tps) if tps else {}
+        ends = await _end_offsets(pool, tps) if tps else {}
     return sum(ends.values())
+
+
+async def topic_ends(pool: AdminPool, names: list[str]) -> dict[str, int]:
+    """Each topic's records written so far (the sum of its partitions' end offsets); a
+    topic that does not exist is left out."""
+    if not names:
+        return {}
+    with kafka_errors():
+        async with pool.admin() as client:
+            # Every topic's (one Metadata request): naming a missing topic could have a broker
+            # with auto.create.topics.enable create it.
+            cluster = (await client._get_cluster_metadata(topics=None)).to_object()
+        wanted = set(names)
+        tps = [TopicPartition(t["topic"], int(p["partition"])) for t in cluster["topics"]
+               if not t["error_code"] and t["topic"] in wanted for p in t["partitions"]]
+        ends = await _end_offsets(pool, tps) if tps else {}
+    out: dict[str, int] = {}
+    for tp, end in ends.items():
+        out[tp.topic] = out.get(tp.topic, 0) + end
+    return out
+
+
+async def committed_totals(pool: AdminPool, group_ids: list[str]) -> dict[tuple[str, str], int]:
+    """(group, topic) -> the sum of the group's committed offsets on the topic's partitions;
+    groups that do not exist (yet) are left out."""
+    out: dict[tuple[str, str], int] = {}
+    with kafka_errors():
+        async with pool.admin() as client:
+            known = {str(g[0]) for g in await client.list_consumer_groups()}
+            for group_id in (g for g in group_ids if g in known):
+                for tp, meta in (await client.list_consumer_group_offsets(group_id)).items():
+                    if meta.offset >= 0:
+                        out[(group_id, tp.topic)] = out.get((group_id, tp.topic), 0) + meta.offset
+    return out
 
 
 async def topic(bootstrap: str, name: str) -> admin.TopicDescription:
@@ -211,7 +249,53 @@ async def groups(pool: AdminPool) -> list[GroupSummary]:
     return [GroupSummary(gid, kind, *states.get(gid, ("Unknown", 0))) for gid, kind in listed]
 
 
-async def _end_offsets(bootstrap: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+async def partitions_of(pool: AdminPool, name: str) -> set[int]:
+    """The topic's partitions (NotFound without it): a Metadata request for this topic alone
+    on the kept admin client, which may not create it (the message browser's first question,
+    cheaper than every topic's metadata in a large cluster)."""
+    with kafka_errors():
+        admin.topic_name(name)
+        async with pool.admin() as client:
+            metadata = (await client._send_request(MetadataRequest([name], allow_auto_topic_creation=False))).to_object()
+    for t in metadata["topics"]:
+        if t["topic"] == name and not t["error_code"]:
+            return {int(p["partition"]) for p in t["partitions"]}
+    raise NotFound(f"topic {name} not found")
+
+
+async def _end_offsets(pool: AdminPool, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """Each partition's end offset (high watermark): ListOffsets to the leaders over the
+    pool's admin client, after a Metadata request for just these topics that may not create
+    them. A partition whose leader does not answer it (moved meanwhile) is asked again by a
+    consumer of its own."""
+    out: dict[TopicPartition, int] = {}
+    async with pool.admin() as client:
+        topics = sorted({tp.topic for tp in partitions})
+        metadata = (await client._send_request(MetadataRequest(topics, allow_auto_topic_creation=False))).to_object()
+        leaders = {(t["topic"], int(p["partition"])): int(p["leader"]) for t in metadata["topics"]
+                   if not t["error_code"] for p in t["partitions"]}
+        by_node: dict[int, dict[str, list[int]]] = {}
+        for tp in partitions:
+            leader = leaders.get((tp.topic, tp.partition), -1)
+            if leader >= 0:
+                by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(tp.partition)
+        answers = await asyncio.gather(*(
+            client._send_request_to_node(node, OffsetRequest(-1, 0, [(t, [(p, -1) for p in ps])
+                                                                     for t, ps in sorted(wanted.items())]))
+            for node, wanted in sorted(by_node.items())))
+    for answer in answers:
+        for t in answer.to_object()["topics"]:
+            for p in t["partitions"]:
+                if not p["error_code"]:
+                    offset = p["offset"] if "offset" in p else (p.get("offsets") or [-1])[0]
+                    out[TopicPartition(t["topic"], int(p["partition"]))] = int(offset)
+    missing = [tp for tp in partitions if tp not in out and (tp.topic, tp.partition) in leaders]
+    if missing:
+        out |= await _end_offsets_by_consumer(pool.bootstrap, missing)
+    return out
+
+
+async def _end_offsets_by_consumer(bootstrap: str, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
     """A consumer for one request, not kept: a consumer keeps refreshing the metadata of the
     topics it has looked at, and a broker with auto.create.topics.enable would re-create
     such a topic after its deletion. retry_backoff_ms: it learns a topic's leader after one
@@ -272,7 +356,7 @@ async def group(pool: AdminPool, group_id: str) -> GroupView:
                 return await _share_group(pool.bootstrap, group_id)
             described = await client.describe_consumer_groups([group_id])
             offsets = await client.list_consumer_group_offsets(group_id)
-        ends = await _end_offsets(pool.bootstrap, list(offsets)) if offsets else {}
+        ends = await _end_offsets(pool, list(offsets)) if offsets else {}
         modern = (await describe_modern_groups(pool.bootstrap, [group_id]))[group_id]
     state, members = "Dead", []
     for response in described:
@@ -299,11 +383,21 @@ async def reset_group(pool: AdminPool, group_id: str, topic_name: str, to: str,
         raise BadInput(f"reset to must be earliest, latest, offset or timestamp, not {to!r}")
     bootstrap = pool.bootstrap
     found = await group(pool, group_id)
-    if found.protocol == "share":
-        raise BadInput(f"{group_id} is a share group: the console resets consumer groups' offsets only")
     if found.members:
-        raise Conflict(f"consumer group {group_id} is {found.state} with {len(found.members)} member(s): "
-                       "stop its consumers before resetting offsets")
+        raise Conflict(f"{'share' if found.protocol == 'share' else 'consumer'} group {group_id} is {found.state} "
+                       f"with {len(found.members)} member(s): stop its consumers before resetting offsets")
     await topic_exists(bootstrap, topic_name)
     with kafka_errors():
-        return await admin.reset_offsets(bootstrap, group_id, topic_name, to, value, execute=True)
+        if found.protocol != "share":
+            return await admin.reset_offsets(bootstrap, group_id, topic_name, to, value, execute=True)
+        # A share group has a share start offset per partition (KIP-932), set with
+        # AlterShareGroupOffsets; the targets are computed as for a consumer group.
+        planned = await admin.reset_offsets(bootstrap, group_id, topic_name, to, value, execute=False)
+        starts = {(lag.topic, lag.partition): lag.committed for lag in found.lags}
+        rows = [admin.OffsetReset(r.topic, r.partition, starts.get((r.topic, r.partition), -1), r.new, r.earliest,
+                                  r.latest) for r in planned]
+        try:
+            await alter_share_group_offsets(bootstrap, group_id, topic_name, {r.partition: r.new for r in rows})
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        return rows

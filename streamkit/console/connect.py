@@ -7,33 +7,15 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
-from streamkit.console.errors import ConsoleError, NotFound, Unavailable
+from streamkit.console.errors import ConsoleError
+from streamkit.console.rest import RestClient
 
 __all__ = ["ConnectClient", "field_errors"]
 
-_TIMEOUT_S = 10.0
 
-
-class ConnectClient:
+class ConnectClient(RestClient):
     def __init__(self, url: str, http_options: dict[str, Any] | None = None) -> None:
-        self.url = url.rstrip("/")
-        self._options = http_options or {}  # auth and verify of a REST API over https
-
-    async def request(self, method: str, path: str, body: Any = None,
-                      params: dict[str, str] | None = None) -> Any:
-        try:
-            async with httpx.AsyncClient(base_url=self.url, timeout=_TIMEOUT_S, **self._options) as client:
-                response = await client.request(method, path, json=body, params=params)
-        except httpx.HTTPError as exc:
-            raise Unavailable(f"the Connect REST API at {self.url} does not answer "
-                              f"({type(exc).__name__}: {exc or 'no detail'})") from None
-        if response.status_code >= 400:
-            raise _error(response)
-        if response.status_code == 204 or not response.content:
-            return None
-        return response.json()
+        super().__init__(url, "the Connect REST API", http_options=http_options)
 
     async def connectors(self) -> dict[str, Any]:
         found = await self.request("GET", "/connectors", params={"expand": "status,info"})
@@ -75,19 +57,6 @@ class ConnectClient:
             await self.request("POST", f"/connectors/{n}/restart", params={"includeTasks": "true"})
         else:
             raise ConsoleError(f"unknown connector action {action!r}")
-
-
-def _error(response: httpx.Response) -> ConsoleError:
-    try:
-        body = response.json()
-        message = str(body.get("message") or body)
-    except ValueError:
-        body, message = {}, response.text[:500] or response.reason_phrase
-    status = response.status_code
-    detail = body if isinstance(body, dict) else {}
-    if status == 404:
-        return NotFound(message, detail=detail)
-    return ConsoleError(message, status if status < 500 else 502, detail)
 
 
 def field_errors(report: dict[str, Any]) -> dict[str, list[str]]:

@@ -14,18 +14,22 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.structs import TopicPartition
+from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from streamkit.clients.lifecycle import start_client
 from streamkit.clients.security import command_security
 from streamkit.console.broker import kafka_errors
 from streamkit.console.errors import BadInput, NotFound
+from streamkit.console.registry import SchemaDecoder
 
 __all__ = [
-    "Browse", "Decoded", "Message", "Page", "browse", "decode", "message_json", "parse_timestamp", "produce", "tail",
+    "TAIL_MAX_PER_SECOND", "Browse", "Decoded", "Idle", "Message", "Page", "Skipped", "browse", "decode", "message_json",
+    "parse_timestamp", "produce", "tail",
 ]
 
 MAX_LIMIT = 500
+TAIL_MAX_PER_SECOND = 200  # records a live tail shows a second; a page cannot show more
+_IDLE_S = 10.0  # a quiet tail writes a comment this often, to notice a page that left
 _MAX_LONG = (1 << 63) - 1  # Kafka's int64 offsets and timestamps
 _POLL_MS = 200
 _READ_TIMEOUT_S = 5.0
@@ -33,15 +37,22 @@ _READ_TIMEOUT_S = 5.0
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """How a key, value or header shows: ``kind`` is null, json, text or hex."""
+    """How a key, value or header shows: ``kind`` is null, json, text or hex, or avro or
+    json-schema for a record in the registry's wire format (``schema_id`` its schema)."""
 
     kind: str
     text: str
+    schema_id: int | None = None
 
 
-def decode(data: bytes | None) -> Decoded:
+def decode(data: bytes | None, schemas: SchemaDecoder | None = None) -> Decoded:
+    """``schemas`` decodes records in the registry's wire format whose schema it holds."""
     if data is None:
         return Decoded("null", "")
+    if schemas is not None:
+        found = schemas.decode(data)
+        if found is not None:
+            return Decoded(*found)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -116,8 +127,18 @@ def _matches(record_key: bytes | None, value: bytes | None, want: Browse) -> boo
     return want.contains is None or (value is not None and want.contains.encode() in value)
 
 
-async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_000) -> Page:
-    """One page of ``topic`` as ``want`` says; ``NotFound`` if there is no such topic."""
+async def _message(partition: int, r: ConsumerRecord[bytes, bytes], schemas: SchemaDecoder | None) -> Message:
+    if schemas is not None:
+        await schemas.prepare([r.key, r.value])
+    return Message(partition, r.offset, r.timestamp, decode(r.key, schemas), decode(r.value, schemas),
+                   [(k, decode(v)) for k, v in r.headers])
+
+
+async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_000,
+                 schemas: SchemaDecoder | None = None, partitions: set[int] | None = None) -> Page:
+    """One page of ``topic`` as ``want`` says; ``NotFound`` if there is no such topic.
+    ``schemas``: decode records in the registry's wire format; ``partitions``: the topic's,
+    when the caller knows them."""
     if not 1 <= want.limit <= MAX_LIMIT:
         raise BadInput(f"limit must be between 1 and {MAX_LIMIT}, not {want.limit}")
     if want.offset is not None and want.offset < 0:
@@ -131,11 +152,7 @@ async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_00
                                     retry_backoff_ms=10, **command_security())
         await start_client(consumer)
         try:
-            # Every topic's metadata (one Metadata request), so that a missing topic is known
-            # before an assignment could have the broker auto-create it. aiokafka has no
-            # public call for a topic's partitions that does not start tracking the topic.
-            cluster = await consumer._client.fetch_all_metadata()
-            found = cluster.partitions_for_topic(topic)
+            found = partitions or await _partitions(consumer, topic)
             if not found:
                 raise NotFound(f"topic {topic} not found")
             page.partitions = len(found)
@@ -152,12 +169,26 @@ async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_00
             consumer.assign(tps)
             for tp in tps:
                 consumer.seek(tp, positions[tp])
-            await _read(consumer, positions, ends, want, max_scan, page)
+            found_records = await _read(consumer, positions, ends, want, max_scan, page)
         finally:
             await consumer.stop()
+    if schemas is not None:
+        await schemas.prepare(d for _p, r in found_records for d in (r.key, r.value))
+    page.messages = [await _message(p, r, schemas) for p, r in found_records]
     page.messages.sort(key=lambda m: (m.timestamp, m.partition, m.offset))
     page.next_offsets = {tp.partition: positions[tp] for tp in tps}
     return page
+
+
+async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> set[int] | None:
+    """The topic's partitions, known before an assignment could have the broker auto-create
+    a missing topic: from the every-topic metadata the consumer fetched at its start, else
+    from a fresh one (a topic created since). aiokafka has no public call for a topic's
+    partitions that does not start tracking the topic."""
+    found = consumer._client.cluster.partitions_for_topic(topic)
+    if not found:
+        found = (await consumer._client.fetch_all_metadata()).partitions_for_topic(topic)
+    return set(found) if found else None
 
 
 async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition], starts: dict[TopicPartition, int],
@@ -180,12 +211,13 @@ async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition], star
 
 
 async def _read(consumer: AIOKafkaConsumer, positions: dict[TopicPartition, int], ends: dict[TopicPartition, int],
-                want: Browse, max_scan: int, page: Page) -> None:
+                want: Browse, max_scan: int, page: Page) -> list[tuple[int, ConsumerRecord[bytes, bytes]]]:
     """Fetch until every partition reached the end it had when the page began, the page is
-    full, ``max_scan`` records were looked at, or the time is up."""
+    full, ``max_scan`` records were looked at, or the time is up; the records ``want`` keeps."""
+    found: list[tuple[int, ConsumerRecord[bytes, bytes]]] = []
     open_tps = {tp for tp, pos in positions.items() if pos < ends[tp]}
     deadline = asyncio.get_running_loop().time() + _READ_TIMEOUT_S
-    while open_tps and len(page.messages) < want.limit and page.scanned < max_scan:
+    while open_tps and len(found) < want.limit and page.scanned < max_scan:
         if asyncio.get_running_loop().time() > deadline:
             break
         batches = await consumer.getmany(*open_tps, timeout_ms=_POLL_MS, max_records=want.limit)
@@ -194,19 +226,19 @@ async def _read(consumer: AIOKafkaConsumer, positions: dict[TopicPartition, int]
                 if r.offset >= ends[tp]:
                     positions[tp] = ends[tp]
                     break
-                if len(page.messages) >= want.limit:
+                if len(found) >= want.limit:
                     break
                 page.scanned += 1
                 positions[tp] = r.offset + 1
                 if _matches(r.key, r.value, want):
-                    page.messages.append(Message(tp.partition, r.offset, r.timestamp, decode(r.key), decode(r.value),
-                                                 [(k, decode(v)) for k, v in r.headers]))
+                    found.append((tp.partition, r))
         for tp in list(open_tps):
             if not batches.get(tp):
                 # Only a transaction marker or a compacted gap was left: the consumer moved past it.
                 positions[tp] = max(positions[tp], await consumer.position(tp))
             if positions[tp] >= ends[tp]:
                 open_tps.discard(tp)
+    return found
 
 
 async def produce(bootstrap: str, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
@@ -225,24 +257,50 @@ async def produce(bootstrap: str, topic: str, partition: int | None, key: bytes 
 
 def message_json(m: Message) -> dict[str, object]:
     return {"partition": m.partition, "offset": m.offset, "timestamp": m.timestamp,
-            "key": {"kind": m.key.kind, "text": m.key.text}, "value": {"kind": m.value.kind, "text": m.value.text},
-            "headers": [[k, {"kind": v.kind, "text": v.text}] for k, v in m.headers]}
+            "key": _decoded_json(m.key), "value": _decoded_json(m.value),
+            "headers": [[k, _decoded_json(v)] for k, v in m.headers]}
+
+
+def _decoded_json(d: Decoded) -> dict[str, object]:
+    shown: dict[str, object] = {"kind": d.kind, "text": d.text}
+    if d.schema_id is not None:
+        shown["schema_id"] = d.schema_id
+    return shown
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    """Nothing new for a while: the page gets a comment line, so that a page that left is
+    noticed (the write fails) even when the topic is quiet."""
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A live tail that fell behind moved to the end of ``partition``, past ``records``."""
+
+    partition: int
+    records: int
 
 
 async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], Awaitable[bool]],
-               max_seconds: float = 600) -> AsyncIterator[Message | None]:
+               max_seconds: float = 600, schemas: SchemaDecoder | None = None,
+               max_per_second: int = TAIL_MAX_PER_SECOND) -> AsyncIterator[Message | Skipped | Idle | None]:
     """Records written to ``topic`` from now on (those ``want`` keeps), until ``stopped()``
     says the reader left or ``max_seconds`` passed; first None, once the consumer stands at
-    the end (what is written after that is seen). The consumer reads at the reader's pace:
-    a slow page holds back nobody else."""
+    the end (what is written after that is seen).
+
+    A page shows at most ``max_per_second`` records a second: when more are written the tail
+    jumps to the newest and says how many it skipped (``Skipped``), rather than read every
+    record of a busy topic. So a tail costs the broker a few fetches a second whatever the
+    topic's rate, and a slow page holds back nobody else."""
     with kafka_errors():
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=500,
-                                    retry_backoff_ms=10, **command_security())  # as in browse
+                                    max_partition_fetch_bytes=256 * 1024, retry_backoff_ms=10,
+                                    **command_security())  # as in browse
         await start_client(consumer)
     try:
         with kafka_errors():
-            cluster = await consumer._client.fetch_all_metadata()  # see browse
-            found = cluster.partitions_for_topic(topic)
+            found = await _partitions(consumer, topic)
             if not found:
                 raise NotFound(f"topic {topic} not found")
             if want.partition is not None and want.partition not in found:
@@ -253,13 +311,32 @@ async def tail(bootstrap: str, topic: str, want: Browse, stopped: Callable[[], A
             for tp in tps:
                 consumer.seek(tp, ends[tp])
         yield None
-        deadline = asyncio.get_running_loop().time() + max_seconds
-        while asyncio.get_running_loop().time() < deadline and not await stopped():
-            batches = await consumer.getmany(timeout_ms=1000, max_records=100)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max_seconds
+        second, shown, heard = loop.time(), 0, loop.time()
+        while loop.time() < deadline and not await stopped():
+            if shown >= max_per_second:  # this second's share is shown: wait for the next
+                await asyncio.sleep(max(second + 1 - loop.time(), 0))
+            if loop.time() >= second + 1:
+                second, shown = loop.time(), 0
+            batches = await consumer.getmany(timeout_ms=1000, max_records=max(max_per_second - shown, 1))
+            if batches:
+                heard = loop.time()
+            elif loop.time() - heard > _IDLE_S:
+                heard = loop.time()
+                yield Idle()
             for tp, records in batches.items():
                 for r in records:
+                    shown += 1
                     if _matches(r.key, r.value, want):
-                        yield Message(tp.partition, r.offset, r.timestamp, decode(r.key), decode(r.value),
-                                      [(k, decode(v)) for k, v in r.headers])
+                        yield await _message(tp.partition, r, schemas)
+            for tp in tps:
+                # The high watermark of the last fetch: no request. Behind by more than a
+                # second's worth: jump to the newest records.
+                end = consumer.highwater(tp)
+                position = await consumer.position(tp)
+                if end is not None and end - position > max_per_second:
+                    consumer.seek(tp, end)
+                    yield Skipped(tp.partition, end - position)
     finally:
         await consumer.stop()

@@ -14,10 +14,13 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from streamkit.console.broker import AdminPool
-from streamkit.console.errors import BadInput
+from streamkit.console.errors import BadInput, NotFound
+from streamkit.console.history import LagHistory, RateMeter
+from streamkit.console.registry import RegistryClient, SchemaDecoder
 from streamkit.console.settings import ConsoleSettings
 
-__all__ = ["admin_pool", "done", "form", "form_int", "jsonable", "render", "settings", "templates", "wants_json"]
+__all__ = ["admin_pool", "done", "form", "form_int", "jsonable", "lag_history", "rate_meter", "registry", "render",
+           "schema_decoder", "settings", "templates", "wants_json"]
 
 _MAX_LONG = (1 << 63) - 1
 
@@ -31,6 +34,29 @@ def settings(request: Request) -> ConsoleSettings:
 
 def admin_pool(request: Request) -> AdminPool:
     found: AdminPool = request.app.state.admin
+    return found
+
+
+def registry(request: Request) -> RegistryClient:
+    """The Schema Registry; the schema routes are there only when the console has one."""
+    found: RegistryClient | None = request.app.state.registry
+    if found is None:
+        raise NotFound("no Schema Registry is configured (--schema-registry-url)")
+    return found
+
+
+def schema_decoder(request: Request) -> SchemaDecoder | None:
+    found: SchemaDecoder | None = request.app.state.schemas
+    return found
+
+
+def lag_history(request: Request) -> LagHistory:
+    found: LagHistory = request.app.state.lag_history
+    return found
+
+
+def rate_meter(request: Request) -> RateMeter:
+    found: RateMeter = request.app.state.rates
     return found
 
 
@@ -57,7 +83,7 @@ def render(request: Request, template: str, data: dict[str, Any], status: int = 
     if wants_json(request):
         return JSONResponse(jsonable(data), status_code=status)
     context = {"request": request, "settings": settings(request), "notice": request.query_params.get("notice"),
-               **data}
+               "features": getattr(request.state, "features", None), **data}
     return templates.TemplateResponse(request, template, context, status_code=status)
 
 

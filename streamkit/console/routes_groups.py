@@ -6,10 +6,10 @@ from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 from streamkit.console import broker, messages
-from streamkit.console.pages import admin_pool, done, form, form_int, render
+from streamkit.console.pages import admin_pool, done, form, form_int, lag_history, render
 
 __all__ = ["router"]
 
@@ -25,9 +25,12 @@ async def groups(request: Request, q: str = "") -> Response:
 
 async def _group(request: Request, group_id: str) -> dict[str, Any]:
     found = await broker.group(admin_pool(request), group_id)
+    total = sum(lag.lag for lag in found.lags)
+    history = lag_history(request)
+    history.record(group_id, total)
+    history.watch(group_id)  # sampled in the background from now on, for its chart
     return {"group_id": group_id, "state": found.state, "protocol": found.protocol, "members": found.members,
-            "lags": found.lags, "total_lag": sum(lag.lag for lag in found.lags),
-            "topics": sorted({lag.topic for lag in found.lags})}
+            "lags": found.lags, "total_lag": total, "topics": sorted({lag.topic for lag in found.lags})}
 
 
 @router.get("/groups/{group_id}")
@@ -39,6 +42,13 @@ async def group(request: Request, group_id: str) -> Response:
 async def group_lag(request: Request, group_id: str) -> Response:
     """The lag table alone: the group page refreshes it (htmx) and charts its total."""
     return render(request, "group_lag.html", await _group(request, group_id))
+
+
+@router.get("/groups/{group_id}/lag/history")
+async def group_lag_history(request: Request, group_id: str) -> Response:
+    """The group's total lag over time as the console sampled it: ``points`` are
+    [epoch ms, total lag], oldest first (JSON only; the group page charts it)."""
+    return JSONResponse({"group_id": group_id, "points": lag_history(request).points(group_id)})
 
 
 @router.post("/groups/{group_id}/reset")

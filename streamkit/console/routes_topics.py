@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from urllib.parse import quote
@@ -13,7 +14,15 @@ from streamkit.clients import admin
 from streamkit.console import broker, messages
 from streamkit.console.broker import kafka_errors
 from streamkit.console.errors import BadInput, ConsoleError
-from streamkit.console.pages import admin_pool, done, form, form_int, render, settings
+from streamkit.console.pages import (
+    admin_pool,
+    done,
+    form,
+    form_int,
+    render,
+    schema_decoder,
+    settings,
+)
 
 __all__ = ["router"]
 
@@ -123,7 +132,9 @@ async def browse(request: Request, name: str) -> Response:
     want = _browse_request(params)
     with kafka_errors():
         admin.topic_name(name)
-    page = await messages.browse(settings(request).bootstrap_servers, name, want)
+    known = await broker.partitions_of(admin_pool(request), name)  # 404 before a consumer starts
+    page = await messages.browse(settings(request).bootstrap_servers, name, want, schemas=schema_decoder(request),
+                                 partitions=known)
     next_url = None
     if want.partition is not None and page.next_offsets.get(want.partition, 0) < page.ends.get(want.partition, 0):
         following = {**params, "start": "offset", "offset": str(page.next_offsets[want.partition])}
@@ -143,13 +154,27 @@ async def live_tail(request: Request, name: str) -> Response:
     if want.partition is not None and want.partition >= found.partitions:
         raise BadInput(f"topic {name} has no partition {want.partition} (it has {found.partitions})")
 
+    stopping: asyncio.Event = request.app.state.stopping
+
+    async def stopped() -> bool:
+        """The page left, or the console is shutting down (it does not wait for open tails)."""
+        return stopping.is_set() or await request.is_disconnected()
+
     async def events() -> AsyncIterator[bytes]:
         try:
-            async for message in messages.tail(bootstrap, name, want, request.is_disconnected):
+            async for message in messages.tail(bootstrap, name, want, stopped, schemas=schema_decoder(request)):
                 if message is None:  # at the end: what is written from now on arrives
                     yield b"event: ready\ndata: {}\n\n"
+                elif isinstance(message, messages.Idle):
+                    yield b": idle\n\n"
+                elif isinstance(message, messages.Skipped):
+                    yield b"event: skipped\ndata: " + json.dumps({"partition": message.partition,
+                                                                  "records": message.records}).encode() + b"\n\n"
                 else:
                     yield b"data: " + json.dumps(messages.message_json(message)).encode() + b"\n\n"
+                # Let the event loop run: a page that left is noticed after the write that
+                # failed, not after a whole batch of writes into a closed connection.
+                await asyncio.sleep(0)
         except ConsoleError as exc:  # the stream has begun: the reader gets the error as an event
             yield b"event: error\ndata: " + json.dumps({"error": exc.message}).encode() + b"\n\n"
 

@@ -258,6 +258,7 @@ class BrokerProcess(ChildProcess):
         self.metrics_port: int | None = None  # with metrics.listener set
         self.listener_ports: dict[str, int] = {}  # listener name -> bound port
         self.schema_registry_port: int | None = None  # with schema.registry.listeners set
+        self.console_port: int | None = None  # with console.listeners set
 
     def address(self, listener: str) -> str:
         """host:port of one of its listeners (``listeners``), e.g. ``address("SASL_SSL")``;
@@ -300,7 +301,8 @@ class BrokerProcess(ChildProcess):
         self.port = ports[0]
         self.metrics_port = ports[1] if len(ports) > 1 else None
         self.schema_registry_port = int(named["schema-registry"]) if "schema-registry" in named else None
-        self.listener_ports = {n: int(p) for n, p in named.items() if n != "schema-registry"}
+        self.console_port = int(named["console"]) if "console" in named else None
+        self.listener_ports = {n: int(p) for n, p in named.items() if n not in ("schema-registry", "console")}
         self._ready = None
         return self
 

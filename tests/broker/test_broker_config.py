@@ -281,10 +281,10 @@ def test_every_kafka_broker_setting_is_accepted() -> None:
     for name in sorted(acted & set(KAFKA_BROKER_CONFIGS)):
         assert kafka_type(name) is not None
     # the only names accepted that Kafka does not have: streamkit's offsets.topic.min.isr,
-    # metrics.listener and schema.registry.listeners, and the pre-3.0 advertised.host.name /
-    # advertised.port
+    # metrics.listener, schema.registry.listeners and console.listeners, and the pre-3.0
+    # advertised.host.name / advertised.port
     assert acted - set(KAFKA_BROKER_CONFIGS) == {"offsets.topic.min.isr", "metrics.listener", "advertised.host.name",
-                                                 "advertised.port", "schema.registry.listeners"}
+                                                 "advertised.port", "schema.registry.listeners", "console.listeners"}
 
 
 def test_the_generated_kafka_names() -> None:

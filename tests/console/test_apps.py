@@ -152,6 +152,31 @@ def test_in_the_browser_see_the_pipeline_graph(page: Any, console: str, connect:
     drawn = page.evaluate("window.pipelineGraph.nodes().map(n => n.id()).sort()")
     assert {"source:lines-in", "topic:lines", "app:wordcount", "topic:word_counts", "sink:counts-out"} <= set(drawn)
     assert page.evaluate("window.pipelineGraph.edges().length") == len(page.locator("#edges tbody tr").all())
+    # the edges are labelled with their rate once the page has polled twice
+    page.wait_for_function("window.pipelineGraph.edges().some(e => /\\/s$/.test(e.data('rate')))", timeout=30_000)
+    expect(page.locator("#edges td.rate").first).to_have_text(re.compile(r"/s$"))
     page.screenshot(path=str(tmp_path_factory.getbasetemp() / "pipeline.png"))
     page.evaluate("window.pipelineGraph.getElementById('app:wordcount').emit('tap')")  # a click on the node
     expect(page.locator("#app-id")).to_have_text("wordcount")
+
+
+def test_live_rates_on_the_pipeline_edges(http: httpx.Client, connect: ConnectProcess, broker: BrokerProcess,
+                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    _pipeline_connectors(connect, tmp_path_factory.mktemp("files"))
+    before = http.get("/pipeline/rates").json()["edges"]
+    assert {(e["source"], e["target"]) for e in before} >= {("source:lines-in", "topic:lines"),
+                                                            ("topic:lines", "app:wordcount")}
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(200):
+        producer.produce("lines", value=f"rate {i}".encode())
+    producer.flush(10)
+    moving: set[tuple[str, str]] = set()
+
+    def both_moved() -> bool:
+        # Into a topic: the records written to it; out of it: the offsets the app commits.
+        for e in http.get("/pipeline/rates").json()["edges"]:
+            if e["rate"]:
+                moving.add((e["source"], e["target"]))
+        return {("source:lines-in", "topic:lines"), ("topic:lines", "app:wordcount")} <= moving
+
+    eventually(both_moved, "records per second on the edges into and out of lines", timeout=60)

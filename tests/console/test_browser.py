@@ -132,6 +132,10 @@ def test_a_groups_lag_rises_and_falls_and_its_offsets_reset(page: Any, console: 
         # The chart drew a point per refresh: 0, then 12, then 2 among them.
         points = page.evaluate("Chart.getChart('lag-chart').data.datasets[0].data")
         assert {0, 12, 2} <= set(points), points
+        # The history is the console's, not the page's: a reloaded page charts the 12 from before.
+        page.reload()
+        page.wait_for_function("Chart.getChart('lag-chart') !== undefined && "
+                               "Chart.getChart('lag-chart').data.datasets[0].data.includes(12)")
 
         # While the consumer is a member, a reset is refused, with the reason.
         page.on("dialog", lambda dialog: dialog.accept())

@@ -107,9 +107,9 @@ def test_produce_then_browse_with_decoding_and_filters(client: httpx.Client, bro
     shown = {(m["partition"], m["offset"]): m for m in page["messages"]}
     assert len(shown) == 4
     first = shown[(0, 0)]
-    assert first["value"] == {"kind": "json", "text": json.dumps({"id": 1, "name": "x"}, indent=2)}
-    assert first["headers"] == [["source", {"kind": "text", "text": "web"}]]
-    assert shown[(1, 0)]["value"] == {"kind": "hex", "text": "00 01 fe"}
+    assert first["value"] == {"kind": "json", "text": json.dumps({"id": 1, "name": "x"}, indent=2), "schema_id": None}
+    assert first["headers"] == [["source", {"kind": "text", "text": "web", "schema_id": None}]]
+    assert shown[(1, 0)]["value"] == {"kind": "hex", "text": "00 01 fe", "schema_id": None}
 
     by_key = client.get("/topics/browse/messages?key=k1", headers=JSON).json()["page"]["messages"]
     assert [(m["partition"], m["offset"]) for m in by_key] == [(0, 0), (0, 2)]
@@ -263,6 +263,34 @@ def test_live_tail_streams_new_records_as_server_sent_events(client: httpx.Clien
     assert r.status_code == 400 and "has no partition 9" in r.json()["error"]
 
 
+def test_a_live_tail_of_a_busy_topic_skips_to_the_newest_records(client: httpx.Client,
+                                                                  broker: BrokerProcess) -> None:
+    _create(client, "busy")
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
+    with client.stream("GET", "/topics/busy/tail") as stream:
+        lines = stream.iter_lines()
+        assert (next(lines), next(lines)) == ("event: ready", "data: {}")
+        for i in range(5000):  # far more than a page shows in a second (200)
+            producer.produce("busy", value=f"burst {i}".encode())
+        producer.flush(10)
+        shown, skipped, event = 0, 0, ""
+        for line in lines:
+            if line.startswith("event: "):
+                event = line.removeprefix("event: ")
+            elif line.startswith("data: ") and event == "skipped":
+                skipped += json.loads(line.removeprefix("data: "))["records"]
+                producer.produce("busy", value=b"newest")
+                producer.flush(10)
+            elif line.startswith("data: "):
+                shown += 1
+                if json.loads(line.removeprefix("data: "))["value"]["text"] == "newest":
+                    break
+            if line == "":
+                event = ""
+    # every record is either shown or counted as skipped; no more than a second's worth was shown
+    assert skipped > 0 and shown + skipped == 5001 and shown <= 200 + 1
+
+
 def test_throughput_counts_the_records_written_to_all_topics(client: httpx.Client, broker: BrokerProcess) -> None:
     _create(client, "counted", partitions=3)
     before = client.get("/throughput").json()
@@ -319,6 +347,16 @@ def test_a_share_group_shows_its_members_and_start_offsets(client: httpx.Client,
         assert {"group_id": "sharers", "protocol_type": "share"}.items() <= next(
             g for g in client.get("/groups", headers=JSON).json()["groups"] if g["group_id"] == "sharers").items()
         r = client.post("/groups/sharers/reset", data={"topic": "shared-in", "to": "earliest"}, headers=JSON)
-        assert r.status_code == 400 and "is a share group" in r.json()["error"]
+        assert r.status_code == 409 and "stop its consumers" in r.json()["error"]
     finally:
         consumer.close()
+    # Once empty, its share start offset moves (AlterShareGroupOffsets).
+    eventually(lambda: not client.get("/groups/sharers", headers=JSON).json()["members"], "the share group to empty")
+    for to, value, start in (("latest", "", 5), ("offset", "2", 2), ("earliest", "", 0)):
+        r = client.post("/groups/sharers/reset", data={"topic": "shared-in", "to": to, "value": value}, headers=JSON)
+        assert r.status_code == 200, r.text
+        assert [row["new"] for row in r.json()["result"]] == [start]
+        lags = client.get("/groups/sharers", headers=JSON).json()["lags"]
+        assert [(lag["committed"], lag["end_offset"]) for lag in lags] == [(start, 5)]
+    r = client.post("/groups/sharers/reset", data={"topic": "shared-in", "to": "offset", "value": "9"}, headers=JSON)
+    assert r.status_code == 400 and "outside" in r.json()["error"]

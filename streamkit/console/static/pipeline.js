@@ -8,7 +8,7 @@
   const elements = data.nodes.map(function (n) {
     return { data: { id: n.id, label: n.state ? n.label + "\n" + n.state : n.label, kind: n.kind, url: n.url } };
   }).concat(data.edges.map(function (e, i) {
-    return { data: { id: "e" + i, source: e.source, target: e.target } };
+    return { data: { id: "e" + i, source: e.source, target: e.target, rate: "" } };
   }));
   const roots = data.nodes.filter(function (n) {
     return !data.edges.some(function (e) { return e.target === n.id; });
@@ -20,7 +20,8 @@
       { selector: "node", style: { "label": "data(label)", "text-wrap": "wrap", "text-valign": "bottom",
           "font-size": 11, "background-color": function (n) { return colors[n.data("kind")] || "#999"; },
           "shape": function (n) { return n.data("kind") === "topic" ? "round-rectangle" : "ellipse"; } } },
-      { selector: "edge", style: { "curve-style": "bezier", "target-arrow-shape": "triangle", "width": 2 } },
+      { selector: "edge", style: { "curve-style": "bezier", "target-arrow-shape": "triangle", "width": 2,
+          "label": "data(rate)", "font-size": 10, "text-background-color": "#fff", "text-background-opacity": 1 } },
     ],
     layout: { name: "breadthfirst", directed: true, roots: roots.length ? roots.join(",") : undefined, spacingFactor: 1.2 },
   });
@@ -29,4 +30,29 @@
   cy.fit(undefined, 30);
   cy.on("tap", "node", function (event) { window.location.href = event.target.data("url"); });
   window.pipelineGraph = cy;
+
+  // Live rates on the edges: records per second between two polls of /pipeline/rates.
+  function rateText(rate) {
+    if (rate === null || rate === undefined) return "";
+    return (rate >= 100 ? Math.round(rate) : rate.toFixed(1)) + "/s";
+  }
+  function poll() {
+    fetch("/pipeline/rates", { headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (body) {
+        if (!body) return;
+        body.edges.forEach(function (e) {
+          const text = rateText(e.rate);
+          cy.edges().filter(function (edge) {
+            return edge.data("source") === e.source && edge.data("target") === e.target;
+          }).data("rate", text);
+          const cell = document.querySelector('#edges td.rate[data-source="' + CSS.escape(e.source) +
+                                              '"][data-target="' + CSS.escape(e.target) + '"]');
+          if (cell) cell.textContent = text || "-";
+        });
+      })
+      .catch(function () { /* the next poll tries again */ });
+  }
+  poll();
+  setInterval(poll, 3000);
 })();

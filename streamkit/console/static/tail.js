@@ -25,7 +25,12 @@
     table.hidden = false;
     button.textContent = "Stop tail";
     status.textContent = "waiting for new records";
+    let skipped = 0;
     source.addEventListener("ready", function () { status.textContent = "tailing: new records appear here"; });
+    source.addEventListener("skipped", function (event) {
+      skipped += JSON.parse(event.data).records;
+      status.textContent = "tailing; " + skipped + " records skipped to keep up with the topic";
+    });
     source.addEventListener("error", function (event) {
       if (event.data) { status.textContent = JSON.parse(event.data).error; source.close(); source = null; button.textContent = "Live tail"; }
     });
