@@ -87,13 +87,15 @@ class FixedWindows:
                 updated(start, end, agg)
         return on_time
 
-    def write(self, view: WindowedTransaction) -> None:
-        """Store the pending aggregates (all of one store partition: ``view``'s)."""
+    def write(self, view: WindowedTransaction, *, reindex: bool = False) -> None:
+        """Store the pending aggregates (all of one store partition: ``view``'s).
+        ``reindex`` writes every window's by-end index entry, new or not: for updates that
+        expiry may have raced with (a table's ``take()`` batch spans the agent's awaits)."""
         if not self.pending:
             return
         dumps = self.codec.dumps
         for slot, w in self.pending.items():
-            view.store_window(slot, w.key, w.start, w.end, dumps(w.agg), new=w.new)
+            view.store_window(slot, w.key, w.start, w.end, dumps(w.agg), new=reindex or w.new)
         self.pending.clear()
 
     def discard(self) -> None:

@@ -865,7 +865,12 @@ class Runtime:
             return []  # read only by columnar pipelines, which decode a batch into columns themselves
         if any(compiled.stamped for compiled in pipelines):
             return [decode(source, r) if carries_data(r.headers) else None for r in records]
-        return [decode(source, r) for r in records]
+        events: list[Event | None] = []
+        while True:
+            events.extend(source.events(records, len(events)))
+            if len(events) == len(records):
+                return events
+            events.append(decode(source, records[len(events)]))  # a bad record: the error policy
 
     def decode(self, topic: Topic, record: ConsumerRecord) -> Event | None:
         """Deserialize with the app's error policy; None means skipped."""
@@ -927,6 +932,14 @@ class Runtime:
     def ack(self, stream: AgentStream, event: Event) -> None:
         self.acks.ack(stream.agent, (event.topic, event.partition), event.offset)
         self.metrics.processed(1)
+
+    def ack_many(self, stream: AgentStream, events: list[Event]) -> None:
+        """Acknowledge a ``take()`` batch: the last offset of each of its partitions."""
+        last = {(event.topic, event.partition): event.offset for event in events}
+        ack, agent = self.acks.ack, stream.agent
+        for tp, offset in last.items():
+            ack(agent, tp, offset)
+        self.metrics.processed(len(events))
 
     # -- producing -----------------------------------------------------------------------
 

@@ -30,10 +30,11 @@ from streamkit.state.errors import StoreIdentityError
 from streamkit.state.store import Store
 from streamkit.state.transaction import Transaction, TransactionStatus
 from streamkit.state.windowed import WindowedTransaction
-from streamkit.streams.agent import current_event
+from streamkit.streams.agent import current_event, merging_scope
 from streamkit.streams.changelog import ChangelogReader
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.codecs import StrCodec, codec_for
+from streamkit.streams.event import Event
 from streamkit.streams.fixed_windows import FixedWindows
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.metrics import RestoreProgress
@@ -483,11 +484,11 @@ class Table:
             raise PartitionCountError(partition_count_message(self, topic, count))
         self.fed_by(topic)
 
-    def _task_partition(self, key_bytes: bytes) -> int:
-        """The partition whose store holds ``key_bytes``. Inside an agent: the partition of
-        the record being processed (its task's store, as in Kafka Streams), whatever
-        partitioner placed the record; refused when the key cannot belong to that task."""
-        event = current_event()
+    def _task_partition(self, key_bytes: bytes, event: Event | None) -> int:
+        """The partition whose store holds ``key_bytes``. Inside an agent (``event``, the
+        record being processed): that record's partition (its task's store, as in Kafka
+        Streams), whatever partitioner placed the record; refused when the key cannot
+        belong to that task."""
         if event is None:
             return self._partitioner()[0](key_bytes, self.partitions)
         if event.topic not in self._sources:
@@ -516,7 +517,12 @@ class Table:
         )
 
     def _txn_for(self, key_bytes: bytes) -> tuple[Transaction, int]:
-        p = self._task_partition(key_bytes)
+        """The open transaction holding ``key_bytes`` and its partition."""
+        return self._txn_at(key_bytes, current_event())
+
+    def _txn_at(self, key_bytes: bytes, event: Event | None) -> tuple[Transaction, int]:
+        """``_txn_for`` with the current event at hand already (the per-record path)."""
+        p = self._task_partition(key_bytes, event)
         txn = self._txns.get(p)
         if txn is None:
             if self._runtime is None:
@@ -562,12 +568,12 @@ class Table:
 
     def __contains__(self, key: Any) -> bool:
         kb = self.key_codec.dumps(key)
-        txn = self._txns.get(self._task_partition(kb))
+        txn = self._txns.get(self._task_partition(kb, current_event()))
         return txn is not None and txn.get(kb) is not None
 
     def get(self, key: Any, default: Any = None) -> Any:
         kb = self.key_codec.dumps(key)
-        txn = self._txns.get(self._task_partition(kb))
+        txn = self._txns.get(self._task_partition(kb, current_event()))
         raw = txn.get(kb) if txn is not None else None
         return default if raw is None else self.value_codec.loads(raw)
 
@@ -632,9 +638,16 @@ class Table:
         return out
 
 
+def _apply_update(old: Any, fn: Callable[[Any], Any]) -> Any:
+    """A windowed table's aggregation: each update brings its own function."""
+    return fn(old)
+
+
 class WindowSet:
     """``table[key]`` of a windowed table: in-place operators update the windows of the
     current event's timestamp; the readers pick one window."""
+
+    __slots__ = ("key", "table")
 
     def __init__(self, table: WindowedTable, key: Any) -> None:
         self.table = table
@@ -691,7 +704,10 @@ class WindowedTable:
         self.spec = table.window
         # ``add(old, fn)`` is ``fn(old)``: each update brings its own function.
         self._windows = FixedWindows(self.spec.size_ms, self.spec.advance_ms, table.expires_ms or 0, self._initial,
-                                     lambda old, fn: fn(old), table.value_codec, write_through=True)
+                                     _apply_update, table.value_codec, write_through=True)
+        # Per store partition: the updates of the current take() batch, decoded, written
+        # once per window when the batch is done (``_flush_merged``).
+        self._merged: dict[int, FixedWindows] = {}
 
     @property
     def name(self) -> str:
@@ -717,10 +733,13 @@ class WindowedTable:
         return WindowedTransaction(txn), kb, p
 
     def update(self, key: Any, fn: Callable[[Any], Any]) -> None:
-        ts = self.event_time()
+        event = current_event()
+        if event is None:
+            raise RuntimeError(f"windowed table {self.name!r} needs a current event (use it inside an agent)")
+        ts = event.timestamp
         table = self.table
         kb = table.key_codec.dumps(key)
-        txn, p = table._txn_for(kb)
+        txn, p = table._txn_at(kb, event)
         stream_time = table._stream_time.get(p)
         if stream_time is None:
             stream_time = table._stream_time[p] = InputClock(None, 0)
@@ -728,12 +747,27 @@ class WindowedTable:
         # fed by one input partition: its largest timestamp so far).
         now = stream_time.observe(0, ts, 0)
         view = WindowedTransaction(txn)
-        windows = self._windows
+        scope = merging_scope()
+        if scope is None:
+            windows = self._windows
+        else:
+            windows = self._merged.get(p) or self._merged.setdefault(p, FixedWindows(
+                self.spec.size_ms, self.spec.advance_ms, 0, self._initial, _apply_update, table.value_codec))
+            scope.on_flush(self, self._flush_merged)
         windows.close_after = table.expires_ms or 0
         windows.codec = table.value_codec
         # The DSL's update of fixed windows, writing through (reads see every write).
         if not windows.update(view, kb, ts, fn, now):
             self._late(kb, now)
+
+    def _flush_merged(self) -> None:
+        """Write the merged updates of a ``take()`` batch into the partitions' transactions."""
+        for p, windows in self._merged.items():
+            txn = self.table._txns.get(p)
+            if txn is None or txn.status is not TransactionStatus.OPEN:
+                windows.discard()  # revoked meanwhile: the new owner processes the records again
+            else:
+                windows.write(WindowedTransaction(txn), reindex=True)
 
     def _initial(self) -> Any:
         default = self.table.default
@@ -748,6 +782,7 @@ class WindowedTable:
             record_late(runtime, self.table.name, key_bytes, event, watermark)
 
     def value_at(self, key: Any, timestamp: int) -> Any:
+        self._flush_merged()  # reads see the batch's updates so far
         view, kb, _p = self._view(key)
         windows = windows_for(self.spec, timestamp)
         raw = view.get_window(kb, windows[-1].start, windows[-1].end)
@@ -756,6 +791,7 @@ class WindowedTable:
         return self.table.value_codec.loads(raw)
 
     def windows(self, key: Any) -> list[tuple[Window, Any]]:
+        self._flush_merged()
         view, kb, _p = self._view(key)
         codec = self.table.value_codec
         return [(Window(w.start_ms, w.end_ms), codec.loads(w.value)) for w in view.iter_windows(kb)]
