@@ -161,7 +161,7 @@ async def test_windowed_tables_merge_a_batch_and_reads_see_it(make_app: Any, pro
     @app.agent(clicks)
     async def count(stream: AgentStream) -> None:
         async for batch in stream.filter(lambda v: v["n"] % 10 != 9).take(50, within=0.5):
-            for click in batch:
+            for _click in batch:
                 events.append(current_event())
                 counts["k"] += 1
                 seen.append(counts["k"].current())
