@@ -70,8 +70,8 @@ Output check: the DSL and quix runs' output topics are read back; with no grace,
 that ends at or before its partition's largest timestamp is final, so the expected number
 of results and the sum of their counts are known from the generated data, and shown.
 
-Targets: streamkit >= 10x faust-streaming, >= 3x quixstreams, >= 100,000 events/s; restore
->= 500,000 changelog records/s.
+Targets: streamkit >= 10x faust-streaming, >= 3x quixstreams, >= 100,000 events/s; issue 20's:
+the agent + Table >= 4x quixstreams per CPU-second, restore >= 1,000,000 changelog records/s.
 
 Usage: python benchmarks/streams_bench.py [--events N] [--keys K] [--peer-events N]
            [--skip-peers] [--only streamkit|faust|quix] [--profile DIR] [--cprofile DIR]
