@@ -102,18 +102,18 @@ class Topic:
                 raise CodecError(f"timestamp extractor failed: {exc}") from exc
         return event
 
-    def events(self, records: Sequence[Any], start: int = 0) -> list[Event]:
-        """The events of consumed records (aiokafka ``ConsumerRecord``s) from ``start`` on,
-        in one loop with the codecs looked up once: the per-record path of every reader.
-        It stops before the first record it cannot decode (or timestamp), so ``len(result)
-        < len(records) - start`` says that record needs ``event`` (and the error policy)."""
+    def events(self, records: Sequence[Any], partition: int, start: int = 0) -> list[Event]:
+        """The events of records consumed from ``partition`` (aiokafka's parsed records or
+        ``ConsumerRecord``s) from ``start`` on, in one loop with the codecs looked up once: the
+        per-record path of every reader. It stops before the first record it cannot decode
+        (or timestamp), so ``len(result) < len(records) - start`` says that record needs
+        ``event`` (and the error policy)."""
         out: list[Event] = []
         if self.timestamp_extractor is not None:
             for i in range(start, len(records)):
                 r = records[i]
                 try:
-                    out.append(self.event(r.key, r.value, r.timestamp, list(r.headers or ()), r.partition,
-                                          r.offset))
+                    out.append(self.event(r.key, r.value, r.timestamp, list(r.headers or ()), partition, r.offset))
                 except CodecError:
                     break
             return out
@@ -123,7 +123,7 @@ class Topic:
                 r = records[i]
                 k, v, h = r.key, r.value, r.headers
                 append(Event(None if k is None else key_loads(k), None if v is None else value_loads(v), r.timestamp,
-                             list(h) if h else [], name, r.partition, r.offset, k))
+                             list(h) if h else [], name, partition, r.offset, k))
         except Exception:  # the caller decodes this record again, with the error policy
             pass
         return out
