@@ -39,7 +39,7 @@ class FetchedRecord(Protocol):
     def value(self) -> bytes | None: ...
 
     @property
-    def headers(self) -> Sequence[tuple[str, bytes]]: ...
+    def headers(self) -> Sequence[tuple[str, Any]]: ...  # values are bytes, or None
 
 
 def _as_parsed(_tp: Any, record: Any) -> Any:
