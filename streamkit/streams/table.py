@@ -788,7 +788,12 @@ class WindowedTable:
         ts = event.timestamp
         table = self.table
         kb = table.key_codec.dumps(key)
-        txn, p = table._txn_at(kb, event)
+        # The record's own key, from a topic the table knows: its task's partition, as
+        # ``_txn_at`` finds it (inlined on the per-record path); anything else goes there.
+        p = event.partition
+        txn = table._txns.get(p) if kb == event.raw_key and event.topic in table._sources else None
+        if txn is None:
+            txn, p = table._txn_at(kb, event)
         stream_time = table._stream_time.get(p)
         if stream_time is None:
             stream_time = table._stream_time[p] = InputClock(None, 0)
