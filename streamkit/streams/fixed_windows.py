@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from streamkit.state.windowed import WindowedTransaction
 from streamkit.streams.windows import window_starts
 
-__all__ = ["FixedWindows", "ValueCodec", "WindowSlots", "WindowUpdated"]
+__all__ = ["MAX_SLOTS", "FixedWindows", "ValueCodec", "WindowSlots", "WindowUpdated"]
 
 
 class ValueCodec(Protocol):
@@ -36,6 +36,10 @@ WindowUpdated = Callable[[int, int, Any], None]
 # not lists: the cyclic GC stops tracking a tuple of bytes and numbers, so a large cache adds
 # nothing to its collections.
 WindowSlots = dict[tuple[bytes, int], tuple[bytes, Any]]
+# At most this many windows cached per partition (a few MB): a table whose live windows are
+# more than that caches the first ones and reads the others from the store, as without it.
+# Expired windows leave the cache at commits (``Table._prune_slots``).
+MAX_SLOTS = 20_000
 
 
 @dataclass(slots=True)
@@ -106,7 +110,7 @@ class FixedWindows:
                 agg = add(self.init() if raw is None else self.codec.loads(raw), value)
                 if self.write_through:
                     view.store_window(slot, key, start, end, self.codec.dumps(agg), new=raw is None)
-                    if trusted and slots is not None:
+                    if trusted and slots is not None and len(slots) < MAX_SLOTS:
                         slots[(key, start)] = (slot, agg)
                 else:
                     pending[slot] = _Pending(key, start, end, agg, raw is None)
