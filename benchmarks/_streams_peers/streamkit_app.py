@@ -7,8 +7,9 @@ Run by the benchmark as ``python -m streamkit worker -A streamkit_app:app -b BOO
   output topic; dict values, no Python function: it runs on the columnar path),
   ``dsl-row`` (the same on the row path: ``dsl.columnar.enable=false``), ``dsl-lambda`` (the
   DSL as the README's tutorial writes it: a pydantic model and a lambda filter, so the row
-  path), ``dsl-columns`` (the same pipeline in column expressions: the columnar path) or
-  ``agent`` (an agent doing ``table[key] += 1`` on a windowed Table).
+  path), ``dsl-columns`` (the same pipeline in column expressions: the columnar path),
+  ``agent`` (an agent doing ``table[key] += 1`` on a windowed Table) or ``agent-take`` (the
+  same over ``stream.take(1000, within=0.1)`` batches).
 - ``STREAMS_BENCH_FORMAT`` (``json``; ``avro`` for ``--format avro``: agent mode reads Avro
   values through the Schema Registry at ``STREAMS_BENCH_REGISTRY`` with ``AvroSerde``).
 - ``STREAMS_BENCH_APP`` (the app id = consumer group), ``STREAMS_BENCH_INPUT``,
@@ -97,5 +98,15 @@ elif MODE == "agent":
         async def count(stream):  # type: ignore[no-untyped-def]
             async for value in stream:
                 counts[value["key"]] += 1
+elif MODE == "agent-take":
+    # The same, a batch at a time: the table merges each batch's updates per window.
+    counts = app.Table("counts", default=int).tumbling(60, expires=60)
+
+    @app.agent(events)
+    async def count_batches(stream):  # type: ignore[no-untyped-def]
+        async for batch in stream.take(1000, within=0.1):
+            for value in batch:
+                counts[value["key"]] += 1
 else:
-    raise SystemExit(f"STREAMS_BENCH_MODE must be dsl, dsl-row, dsl-lambda, dsl-columns or agent, not {MODE!r}")
+    raise SystemExit(f"STREAMS_BENCH_MODE must be dsl, dsl-row, dsl-lambda, dsl-columns, agent or agent-take, "
+                     f"not {MODE!r}")

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from streamkit.streams.codecs import StrCodec, codec_for
 from streamkit.streams.event import Event
 from streamkit.streams.inbox import Inbox
 from streamkit.streams.topic import Topic
+from streamkit.streams.windows import seconds_ms
 
 if TYPE_CHECKING:
     from streamkit.streams.gate import ProcessingGate
@@ -50,11 +53,36 @@ class Runtime(Protocol):
 
     def ack(self, stream: AgentStream, event: Event) -> None: ...
 
+    def ack_many(self, stream: AgentStream, events: list[Event]) -> None: ...
+
     def owns(self, event: Event) -> bool: ...
 
-__all__ = ["SKIPPED", "Agent", "AgentStream", "current_event"]
+__all__ = ["SKIPPED", "Agent", "AgentStream", "Batch", "current_event", "merging_scope"]
 
 _current: contextvars.ContextVar[Event | None] = contextvars.ContextVar("streamkit_current_event", default=None)
+
+
+class MergeScope:
+    """The table writes of one ``take()`` batch: windowed tables keep their updates decoded
+    here and write each window once when the batch is done (``flush``)."""
+
+    __slots__ = ("flushes",)
+
+    def __init__(self) -> None:
+        self.flushes: dict[int, Callable[[], None]] = {}
+
+    def on_flush(self, owner: object, flush: Callable[[], None]) -> None:
+        """Call ``flush`` (once per ``owner``) when the batch is done."""
+        if id(owner) not in self.flushes:
+            self.flushes[id(owner)] = flush
+
+    def flush(self) -> None:
+        flushes, self.flushes = self.flushes, {}
+        for flush in flushes.values():
+            flush()
+
+
+_scope: contextvars.ContextVar[MergeScope | None] = contextvars.ContextVar("streamkit_merge_scope", default=None)
 
 AgentFn = Callable[["AgentStream"], Awaitable[None]]
 
@@ -69,6 +97,33 @@ def current_event() -> Event | None:
     return _current.get()
 
 
+def merging_scope() -> MergeScope | None:
+    """The write-merging scope of the ``take()`` batch the calling agent is processing."""
+    return _scope.get()
+
+
+class Batch(list[Any]):
+    """A list of values from ``stream.take()``; ``events`` are their events, in order.
+
+    Iterating it (``for value in batch``) makes each value's event the current one, as
+    ``async for`` does one value at a time: tables use its partition, windowed tables its
+    timestamp. Outside that loop there is no current event."""
+
+    __slots__ = ("events",)
+
+    def __init__(self, values: list[Any], events: list[Event]) -> None:
+        super().__init__(values)
+        self.events = events
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            for event, value in zip(self.events, list.__iter__(self), strict=True):
+                _current.set(event)
+                yield value
+        finally:
+            _current.set(None)
+
+
 class AgentStream:
     """The stream an agent function iterates: values by default, ``events()`` for metadata."""
 
@@ -80,6 +135,8 @@ class AgentStream:
         self.repartition: Topic | None = None
         self.key_fn: Callable[[Any], Any] | None = None
         self._held: Event | None = None
+        self._held_batch: list[Event] | None = None
+        self._merge: MergeScope | None = None
         self._transforms: list[tuple[str, Callable[[Any], Any]]] = []
         self.reading = asyncio.Event()  # set once the function first waits for a record
         self.runtime: Runtime | None = None
@@ -126,49 +183,122 @@ class AgentStream:
         """The events themselves (key, value, timestamp, headers, partition, offset)."""
         return _Iteration(self, values=False)
 
+    def take(self, max_: int, within: float | timedelta) -> AsyncIterator[Batch]:
+        """Batches of up to ``max_`` values, as Faust's ``stream.take``: a batch is handed
+        over when it holds ``max_`` values, or ``within`` seconds (a float or a timedelta)
+        after its first value arrived, whichever comes first; never empty.
+
+        The batch's records count as processed when the function asks for the next batch
+        (or returns): a commit covers whole batches. Windowed tables updated while iterating
+        a batch merge their updates and write each window once per batch."""
+        if isinstance(max_, bool) or not isinstance(max_, int) or max_ < 1:
+            raise ValueError(f"take: max_ must be a positive int, not {max_!r}")
+        try:
+            within_ms = seconds_ms(within, "take within")
+        except ValueError:
+            within_ms = 0
+        if within_ms <= 0:
+            raise ValueError(f"take: within must be a positive number of seconds (or a timedelta), not {within!r}")
+        return _Batches(self, max_, within_ms)
+
+    def _kept(self, event: Event) -> Event | None:
+        """``event`` with the stream's maps applied, or None if a filter drops it (or it
+        is a SKIPPED stand-in)."""
+        if event.value is SKIPPED:
+            return None
+        if not self._transforms:
+            return event
+        value = event.value
+        for kind, fn in self._transforms:
+            if kind == "filter":
+                if not fn(value):
+                    return None
+            else:
+                value = fn(value)
+        if value is not event.value:
+            event = Event(event.key, value, event.timestamp, event.headers, event.topic,
+                          event.partition, event.offset, event.raw_key)
+        return event
+
     async def _next_kept(self) -> Event:
         """The next event the stream's filters keep, with its maps applied."""
         while True:
             event = self._next_ready()
             if event is None:
                 event = await self._next_waiting()
-            if event.value is SKIPPED:
-                continue  # acknowledged by the next call, in offset order
-            if not self._transforms:
+            if not self._transforms and event.value is not SKIPPED:
                 return event
-            value = event.value
-            keep = True
-            for kind, fn in self._transforms:
-                if kind == "filter":
-                    if not fn(value):
-                        keep = False
-                        break
-                else:
-                    value = fn(value)
-            if not keep:
-                continue
-            if value is not event.value:
-                event = Event(event.key, value, event.timestamp, event.headers, event.topic,
-                              event.partition, event.offset, event.raw_key)
-            return event
+            kept = self._kept(event)
+            if kept is not None:
+                return kept
+            # a dropped or skipped event: acknowledged by the next call, in offset order
+
+    async def _next_batch(self, max_: int, within_ms: int) -> Batch:
+        """The next ``take()`` batch (see there)."""
+        self._finish_held()
+        self.reading.set()
+        _current.set(None)
+        runtime, inbox = self.runtime, self.inbox
+        while True:
+            # Collect before entering the gate: a commit must not wait for the batch to fill.
+            taken = [await inbox.get()]
+            deadline = time.monotonic() + within_ms / 1000
+            while len(taken) < max_:
+                if inbox:
+                    taken.extend(inbox.take_many(max_ - len(taken)))
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not await inbox.wait_readable(remaining):
+                    break
+            if runtime is not None:
+                await runtime.gate.enter()
+                # Events of partitions revoked meanwhile are the new owner's to process.
+                taken = [event for event in taken if runtime.owns(event)]
+            self._held_batch = taken
+            events = [kept for kept in map(self._kept, taken) if kept is not None]
+            if events:
+                self._merge = scope = MergeScope()
+                _scope.set(scope)
+                return Batch([event.value for event in events], events)
+            self._finish_held()  # all filtered out (or skipped, or revoked): acknowledged
 
     def _finish_held(self) -> None:
-        """Acknowledge the event the function asked past: it is processed."""
+        """Acknowledge the event (or ``take()`` batch) the function asked past: it is processed."""
         held, self._held = self._held, None
-        if held is not None and self.runtime is not None:
-            self.runtime.ack(self, held)
-            self.runtime.gate.leave()
+        runtime = self.runtime
+        if held is not None and runtime is not None:
+            runtime.ack(self, held)
+            runtime.gate.leave()
+        batch, self._held_batch = self._held_batch, None
+        if batch is not None:
+            scope, self._merge = self._merge, None
+            if scope is not None:
+                _scope.set(None)
+                scope.flush()  # before the acknowledgement: a commit must see the batch's writes
+            if runtime is not None:
+                runtime.ack_many(self, batch)
+                runtime.gate.leave()
 
     def _next_ready(self) -> Event | None:
         """The per-event fast path: the next event when one is queued and no commit is
         running, with no await; None when the caller must wait (``_next_waiting``)."""
-        self._finish_held()
-        self.reading.set()
-        runtime = self.runtime
-        if not self.inbox or (runtime is not None and not runtime.gate.try_enter()):
+        runtime, inbox, held = self.runtime, self.inbox, self._held
+        if held is not None and runtime is not None:
+            self._held = None
+            runtime.ack(self, held)
+            gate = runtime.gate
+            if inbox and gate.is_open():
+                # Straight on to the next event, still inside the gate: no commit waits for it.
+                event = self._held = inbox.take()
+                _current.set(event)
+                return event
+            gate.leave()
+        else:
+            self._finish_held()
+            self.reading.set()
+        if not inbox or (runtime is not None and not runtime.gate.try_enter()):
             return None
-        event = self.inbox.take()
-        self._held = event
+        event = self._held = inbox.take()
         _current.set(event)
         return event
 
@@ -217,6 +347,23 @@ class _Iteration:
     async def __anext__(self) -> Any:
         event = await self._stream._next_kept()
         return event.value if self._values else event
+
+
+class _Batches:
+    """``async for batch in stream.take(max_, within)``."""
+
+    __slots__ = ("_max", "_stream", "_within_ms")
+
+    def __init__(self, stream: AgentStream, max_: int, within_ms: int) -> None:
+        self._stream = stream
+        self._max = max_
+        self._within_ms = within_ms
+
+    def __aiter__(self) -> _Batches:
+        return self
+
+    async def __anext__(self) -> Batch:
+        return await self._stream._next_batch(self._max, self._within_ms)
 
 
 class Agent:

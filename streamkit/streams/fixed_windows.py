@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from streamkit.state.windowed import WindowedTransaction
 from streamkit.streams.windows import window_starts
 
-__all__ = ["FixedWindows", "ValueCodec", "WindowUpdated"]
+__all__ = ["MAX_SLOTS", "FixedWindows", "ValueCodec", "WindowSlots", "WindowUpdated"]
 
 
 class ValueCodec(Protocol):
@@ -31,6 +31,15 @@ class ValueCodec(Protocol):
 
 # ``(start, end, aggregate)`` of a window a record changed (the DSL's ``.current()``).
 WindowUpdated = Callable[[int, int, Any], None]
+
+# ``(key, window start) -> (storage key, aggregate)``: see ``FixedWindows.update``. Tuples,
+# not lists: the cyclic GC stops tracking a tuple of bytes and numbers, so a large cache adds
+# nothing to its collections.
+WindowSlots = dict[tuple[bytes, int], tuple[bytes, Any]]
+# At most this many windows cached per partition (a few MB): a table whose live windows are
+# more than that caches the first ones and reads the others from the store, as without it.
+# Expired windows leave the cache at commits (``Table._prune_slots``).
+MAX_SLOTS = 20_000
 
 
 @dataclass(slots=True)
@@ -62,16 +71,38 @@ class FixedWindows:
         self.pending: dict[bytes, _Pending] = {}
 
     def update(self, view: WindowedTransaction, key: bytes, ts: int, value: Any, now: int,
-               updated: WindowUpdated | None = None) -> bool:
+               updated: WindowUpdated | None = None, *, add: Callable[[Any, Any], Any] | None = None,
+               slots: WindowSlots | None = None, trusted: bool = False) -> bool:
         """Fold ``value`` into ``key``'s open windows holding ``ts``; False if none is open
-        (the record is late). ``updated`` is called with each window's new aggregate."""
-        size, close_after, add, pending = self.size, self.close_after, self.add, self.pending
+        (the record is late). ``updated`` is called with each window's new aggregate; ``add``
+        replaces the aggregation function for this update.
+
+        ``slots`` (write-through only) caches each window's storage key and decoded
+        aggregate, so a window updated again skips the key encoding, the read and the
+        decode. Every write of the windows of ``view`` must go through it (or drop it); it
+        stays valid across commits, as the store then holds what the transaction did. Only a
+        ``trusted`` aggregation (one that never mutates its arguments, as the operator
+        module's) is fed cached aggregates and has its results cached; any other update
+        drops the window's entry."""
+        size, close_after, pending = self.size, self.close_after, self.pending
+        if add is None:
+            add = self.add
         on_time = False
         for start in window_starts(size, self.advance, ts):
             end = start + size
             if end + close_after <= now:  # windows.is_late, inlined on the per-record path
                 continue
             on_time = True
+            if slots is not None:
+                at = (key, start)
+                hit = slots.get(at) if trusted else slots.pop(at, None)
+                if hit is not None and trusted:
+                    agg = add(hit[1], value)
+                    view.store_window(hit[0], key, start, end, self.codec.dumps(agg), new=False)
+                    slots[at] = (hit[0], agg)  # only once stored: a failed update leaves it as it was
+                    if updated is not None:
+                        updated(start, end, agg)
+                    continue
             slot = view.slot(key, start, end)
             entry = pending.get(slot)
             if entry is None:
@@ -79,6 +110,8 @@ class FixedWindows:
                 agg = add(self.init() if raw is None else self.codec.loads(raw), value)
                 if self.write_through:
                     view.store_window(slot, key, start, end, self.codec.dumps(agg), new=raw is None)
+                    if trusted and slots is not None and len(slots) < MAX_SLOTS:
+                        slots[(key, start)] = (slot, agg)
                 else:
                     pending[slot] = _Pending(key, start, end, agg, raw is None)
             else:
@@ -87,13 +120,15 @@ class FixedWindows:
                 updated(start, end, agg)
         return on_time
 
-    def write(self, view: WindowedTransaction) -> None:
-        """Store the pending aggregates (all of one store partition: ``view``'s)."""
+    def write(self, view: WindowedTransaction, *, reindex: bool = False) -> None:
+        """Store the pending aggregates (all of one store partition: ``view``'s).
+        ``reindex`` writes every window's by-end index entry, new or not: for updates that
+        expiry may have raced with (a table's ``take()`` batch spans the agent's awaits)."""
         if not self.pending:
             return
         dumps = self.codec.dumps
         for slot, w in self.pending.items():
-            view.store_window(slot, w.key, w.start, w.end, dumps(w.agg), new=w.new)
+            view.store_window(slot, w.key, w.start, w.end, dumps(w.agg), new=reindex or w.new)
         self.pending.clear()
 
     def discard(self) -> None:

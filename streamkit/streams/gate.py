@@ -24,6 +24,11 @@ class ProcessingGate:
         self._idle = asyncio.Event()
         self._idle.set()
 
+    def is_open(self) -> bool:
+        """No commit is running or waiting: an agent inside may go on to its next event
+        without leaving (``leave`` then ``try_enter`` would only undo each other)."""
+        return self._open.is_set()
+
     def try_enter(self) -> bool:
         """Enter without waiting if no commit is running (the per-event fast path); False
         means the caller must ``await enter()``."""

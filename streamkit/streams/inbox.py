@@ -10,6 +10,7 @@ consume loop waits in ``put`` instead of buffering the topic in memory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable
 from typing import Generic, TypeVar
@@ -55,6 +56,23 @@ class Inbox(Generic[T]):
         if not self._writable.is_set():
             self._writable.set()
         return item
+
+    def take_many(self, n: int) -> list[T]:
+        """Up to ``n`` of the oldest items (fewer if the inbox holds fewer)."""
+        items = self._items
+        popleft = items.popleft
+        out = [popleft() for _ in range(min(n, len(items)))]
+        if out and not self._writable.is_set():
+            self._writable.set()
+        return out
+
+    async def wait_readable(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for an item; whether there is one."""
+        if not self._items:
+            self._readable.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._readable.wait(), timeout)
+        return bool(self._items)
 
     async def get(self) -> T:
         """The oldest item, waiting while the inbox is empty."""

@@ -56,7 +56,7 @@ from aiokafka.errors import (
     TopicAlreadyExistsError,
     UnsupportedSaslMechanismError,
 )
-from aiokafka.structs import ConsumerRecord, TopicPartition
+from aiokafka.structs import TopicPartition
 
 from streamkit import logfmt
 from streamkit.clients.errors import BrokerUnreachable
@@ -74,6 +74,7 @@ from streamkit.streams.collector import (
     task_scope,
 )
 from streamkit.streams.event import Event
+from streamkit.streams.fetching import FetchedRecord, yield_parsed_records
 from streamkit.streams.gate import AckTracker, ProcessingGate
 from streamkit.streams.metrics import Metrics
 from streamkit.streams.ordering import Alignment, by_timestamp
@@ -343,6 +344,8 @@ class Runtime:
                 isolation_level=self.settings.isolation_level,
             )
             await self._connect(self._consumer.start)
+            # getmany then returns aiokafka's parsed records, not a FetchedRecord per record.
+            yield_parsed_records(self._consumer)
         await self.wait_global_tables()
         if self._consumer is not None:
             self._consumer.subscribe(topics, listener=_Listener(self))
@@ -763,7 +766,7 @@ class Runtime:
                     compiled.mark_idle(p)
                     await compiled.flush()
 
-    async def _wake_idle_inputs(self, batch: Mapping[TopicPartition, Sequence[ConsumerRecord]]) -> None:
+    async def _wake_idle_inputs(self, batch: Mapping[TopicPartition, Sequence[FetchedRecord]]) -> None:
         """Partitions announced idle (``_mark_idle_inputs``) that have data now, in this
         batch or on the broker past the position (an open transaction's, under
         read_committed), say so downstream before any record of the batch is routed.
@@ -798,7 +801,7 @@ class Runtime:
     def clock(self) -> int:
         return time.time_ns() // 1_000_000
 
-    async def _route(self, topic: str, partition: int, records: list[ConsumerRecord]) -> None:
+    async def _route(self, topic: str, partition: int, records: list[FetchedRecord]) -> None:
         tp = (topic, partition)
         if tp not in self.assigned:
             return  # revoked while the batch was in flight
@@ -807,7 +810,7 @@ class Runtime:
         detector = self._partitioning.get(topic) or self.partitioning(topic)
         if not detector.done:
             self._detect(detector, topic, partition, records)
-        events = self._decode_batch(topic, records)
+        events = self._decode_batch(topic, partition, records)
         with task_scope(partition):
             for stream in self._forwarders.get(topic, ()):
                 await self._forward(stream, tp, records, events)
@@ -825,7 +828,7 @@ class Runtime:
                 # Skipped (or dead-lettered): acknowledged through the queue, after the records
                 # before it. Acking it here, while those still wait in the queue, let a commit
                 # include them unprocessed, and a crash then lost them.
-                event = Event(None, SKIPPED, record.timestamp, [], record.topic, record.partition, record.offset)
+                event = Event(None, SKIPPED, record.timestamp, [], topic, partition, record.offset)
             for stream in readers:
                 inbox = stream.agent.stream_for(partition).inbox
                 if not inbox.offer(event):
@@ -847,7 +850,7 @@ class Runtime:
         return declared.partitions if declared is not None else None
 
     def _detect(self, detector: PartitionerDetector, topic: str, partition: int,
-                records: list[ConsumerRecord]) -> None:
+                records: list[FetchedRecord]) -> None:
         count = self.topic_partitions(topic) or 0
         for record in records:
             detector.observe(record.key, partition, count)
@@ -859,7 +862,7 @@ class Runtime:
                     log.info("topic %s: keyed records are placed by the %s partitioner", topic, detector.name)
                 return
 
-    def _decode_batch(self, topic: str, records: list[ConsumerRecord]) -> list[Event | None]:
+    def _decode_batch(self, topic: str, partition: int, records: list[FetchedRecord]) -> list[Event | None]:
         """The events of a fetched batch, for every reader of ``topic`` (agents, ``group_by``
         forwarders, DSL pipelines): each record is deserialized here, once, so a bad one is
         handled (dead letter, log line, metric, or the stop) once however many read it.
@@ -870,31 +873,37 @@ class Runtime:
                 and not self._forwarders.get(topic)):
             return []  # read only by columnar pipelines, which decode a batch into columns themselves
         if any(compiled.stamped for compiled in pipelines):
-            return [decode(source, r) if carries_data(r.headers) else None for r in records]
-        return [decode(source, r) for r in records]
+            return [decode(source, r, partition) if carries_data(r.headers) else None for r in records]
+        events: list[Event | None] = []
+        while True:
+            events.extend(source.events(records, partition, len(events)))
+            if len(events) == len(records):
+                return events
+            events.append(decode(source, records[len(events)], partition))  # a bad record: the error policy
 
-    def decode(self, topic: Topic, record: ConsumerRecord) -> Event | None:
-        """Deserialize with the app's error policy; None means skipped."""
+    def decode(self, topic: Topic, record: FetchedRecord, partition: int) -> Event | None:
+        """Deserialize a record of ``topic``'s ``partition`` with the app's error policy;
+        None means skipped."""
         try:
             return topic.event(record.key, record.value, record.timestamp, list(record.headers or ()),
-                               record.partition, record.offset)
+                               partition, record.offset)
         except CodecError as exc:
-            self._bad_record(record, exc)
+            self._bad_record(topic.name, partition, record, exc)
             return None
 
-    def _bad_record(self, record: ConsumerRecord, exc: Exception) -> None:
+    def _bad_record(self, topic: str, partition: int, record: FetchedRecord, exc: Exception) -> None:
         """A record that cannot be deserialized, by ``deserialization.exception.handler``:
         ``dead_letter`` (the default) copies it to the dead-letter topic, ``skip`` drops it,
         both with a log line; ``fail`` stops the worker with the command that skips it."""
         policy = self.settings.deserialization_error
-        where = f"{record.topic}-{record.partition}@{record.offset}"
+        where = f"{topic}-{partition}@{record.offset}"
         self.metrics.deserialization_errors += 1
         if policy == "fail":
             raise BadRecordError(
                 f"cannot deserialize record {where}: {exc}. The worker stops on it "
                 f"(deserialization.exception.handler=fail); to skip it, stop every worker and run "
-                f"`streamkit groups reset-offsets {self.app.id} --topic {record.topic} --partition "
-                f"{record.partition} --to-offset {record.offset + 1} --execute`, or send bad records to a "
+                f"`streamkit groups reset-offsets {self.app.id} --topic {topic} --partition "
+                f"{partition} --to-offset {record.offset + 1} --execute`, or send bad records to a "
                 f"dead-letter topic: `--set deserialization.exception.handler=dead_letter`")
         dlq = self.settings.dead_letter_topic_name
         if dlq is None:
@@ -906,13 +915,13 @@ class Runtime:
         headers = [*(record.headers or ()),
                    ("__streams.errors.exception", type(cause).__name__.encode()),
                    ("__streams.errors.message", str(exc).encode()),
-                   ("__streams.errors.topic", record.topic.encode()),
-                   ("__streams.errors.partition", str(record.partition).encode()),
+                   ("__streams.errors.topic", topic.encode()),
+                   ("__streams.errors.partition", str(partition).encode()),
                    ("__streams.errors.offset", str(record.offset).encode())]
         self._produce(dlq, record.key, record.value, headers=headers, timestamp=record.timestamp,
-                      task=record.partition)
+                      task=partition)
 
-    async def _forward(self, stream: AgentStream, tp: TP, records: list[ConsumerRecord],
+    async def _forward(self, stream: AgentStream, tp: TP, records: list[FetchedRecord],
                        events: list[Event | None]) -> None:
         """group_by: re-key each record and produce it to the repartition topic."""
         assert stream.key_fn is not None and stream.repartition is not None
@@ -933,6 +942,14 @@ class Runtime:
     def ack(self, stream: AgentStream, event: Event) -> None:
         self.acks.ack(stream.agent, (event.topic, event.partition), event.offset)
         self.metrics.processed(1)
+
+    def ack_many(self, stream: AgentStream, events: list[Event]) -> None:
+        """Acknowledge a ``take()`` batch: the last offset of each of its partitions."""
+        last = {(event.topic, event.partition): event.offset for event in events}
+        ack, agent = self.acks.ack, stream.agent
+        for tp, offset in last.items():
+            ack(agent, tp, offset)
+        self.metrics.processed(len(events))
 
     # -- producing -----------------------------------------------------------------------
 

@@ -30,11 +30,12 @@ from streamkit.state.errors import StoreIdentityError
 from streamkit.state.store import Store
 from streamkit.state.transaction import Transaction, TransactionStatus
 from streamkit.state.windowed import WindowedTransaction
-from streamkit.streams.agent import current_event
+from streamkit.streams.agent import current_event, merging_scope
 from streamkit.streams.changelog import ChangelogReader
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.codecs import StrCodec, codec_for
-from streamkit.streams.fixed_windows import FixedWindows
+from streamkit.streams.event import Event
+from streamkit.streams.fixed_windows import FixedWindows, WindowSlots
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.metrics import RestoreProgress
 from streamkit.streams.partitioners import Partitioner, murmur2_partition
@@ -170,6 +171,10 @@ class Table:
         self._store: Store | None = None
         self._txns: dict[int, Transaction] = {}
         self._stream_time: dict[int, InputClock] = {}
+        # Windowed tables: per partition, the windows' storage keys and decoded aggregates
+        # (``FixedWindows.update``). Kept across commits; dropped with the partition.
+        self._slots: dict[int, WindowSlots] = {}
+        self._slots_pruned: dict[int, int] = {}
         # The stream time each partition's store holds: a windowed update only moves the
         # in-memory one, and prepare_commit writes it once per commit, not once per event.
         self._stream_time_saved: dict[int, int] = {}
@@ -325,6 +330,7 @@ class Table:
         runtime = self._runtime
         assert runtime is not None and runtime.bootstrap is not None and self._store is not None
         self._check_local_fingerprint()
+        self._slots.pop(partition, None)  # the store is about to change under them
         part = self._store.partition(partition)
         progress = RestoreProgress()
         runtime.metrics.restore[(self.name, partition)] = progress
@@ -332,6 +338,7 @@ class Table:
                                           chunk_records=_RESTORE_BATCH, read_committed=runtime.settings.exactly_once)
         reader.on_headers = self._check_changelog_fingerprint(partition)
         started = time.monotonic()
+        first: float | None = None  # when the first records came: the read and apply alone
         shown: ProgressTask | None = None
         records = 0
         try:
@@ -355,6 +362,8 @@ class Table:
                 shown = runtime.progress.start(f"restoring {self.name}-{partition}", progress.total)
             async with contextlib.aclosing(reader.read(start, end)) as chunks:
                 async for chunk in chunks:
+                    if first is None:
+                        first = time.monotonic()
                     records += part.apply_changelog(chunk, batch_size=_RESTORE_BATCH)
                     # Progress in offsets, as the total: transaction markers, aborted and
                     # compacted-away records take offsets but are not applied.
@@ -372,10 +381,13 @@ class Table:
             await stop_client(reader)
         progress.done = True
         self._save_fingerprint()
-        elapsed = time.monotonic() - started
+        done = time.monotonic()
+        elapsed = done - started
         if records:
-            log.info("restored %s-%d: %d records in %.2fs (%.0f/s)", self.name, partition,
-                     records, elapsed, records / max(elapsed, 1e-9))
+            reading = done - (first or started)
+            log.info("restored %s-%d: %d records in %.2fs (%.0f/s); %.2fs from the first record (%.0f/s)",
+                     self.name, partition, records, elapsed, records / max(elapsed, 1e-9), reading,
+                     records / max(reading, 1e-9))
         txn = part.begin()
         self._txns[partition] = txn
         # Stream time comes back with the state: starting again from nothing would accept
@@ -396,6 +408,8 @@ class Table:
                 txn.rollback()
             self._store.revoke(p)
             self._stream_time.pop(p, None)
+            self._slots.pop(p, None)
+            self._slots_pruned.pop(p, None)
             self._stream_time_saved.pop(p, None)
             self._expired_up_to.pop(p, None)
             if self._runtime is not None:
@@ -420,6 +434,21 @@ class Table:
         txn = self._txns[partition]
         txn.commit(changelog_offset)
         self._txns[partition] = txn.partition.begin()
+        self._prune_slots(partition)
+
+    def _prune_slots(self, partition: int) -> None:
+        """Forget the cached windows that expired (no update reads them again: it skips
+        windows past ``expires`` before looking for them), once per window advance."""
+        slots, clock, spec = self._slots.get(partition), self._stream_time.get(partition), self.window
+        if not slots or clock is None or spec is None:
+            return
+        # A window [start, start + size) is past expires when start + size + expires <= now.
+        horizon = clock.value(0) - spec.size_ms - (self.expires_ms or 0)
+        if horizon < self._slots_pruned.get(partition, MIN_TIMESTAMP) + spec.advance_ms:
+            return
+        self._slots_pruned[partition] = horizon
+        for slot in [slot for slot in slots if slot[1] <= horizon]:
+            del slots[slot]
 
     def finish_commit_unchanged(self) -> None:
         """Transactions with nothing to commit stay open for the next interval."""
@@ -483,11 +512,11 @@ class Table:
             raise PartitionCountError(partition_count_message(self, topic, count))
         self.fed_by(topic)
 
-    def _task_partition(self, key_bytes: bytes) -> int:
-        """The partition whose store holds ``key_bytes``. Inside an agent: the partition of
-        the record being processed (its task's store, as in Kafka Streams), whatever
-        partitioner placed the record; refused when the key cannot belong to that task."""
-        event = current_event()
+    def _task_partition(self, key_bytes: bytes, event: Event | None) -> int:
+        """The partition whose store holds ``key_bytes``. Inside an agent (``event``, the
+        record being processed): that record's partition (its task's store, as in Kafka
+        Streams), whatever partitioner placed the record; refused when the key cannot
+        belong to that task."""
         if event is None:
             return self._partitioner()[0](key_bytes, self.partitions)
         if event.topic not in self._sources:
@@ -516,7 +545,12 @@ class Table:
         )
 
     def _txn_for(self, key_bytes: bytes) -> tuple[Transaction, int]:
-        p = self._task_partition(key_bytes)
+        """The open transaction holding ``key_bytes`` and its partition."""
+        return self._txn_at(key_bytes, current_event())
+
+    def _txn_at(self, key_bytes: bytes, event: Event | None) -> tuple[Transaction, int]:
+        """``_txn_for`` with the current event at hand already (the per-record path)."""
+        p = self._task_partition(key_bytes, event)
         txn = self._txns.get(p)
         if txn is None:
             if self._runtime is None:
@@ -562,12 +596,12 @@ class Table:
 
     def __contains__(self, key: Any) -> bool:
         kb = self.key_codec.dumps(key)
-        txn = self._txns.get(self._task_partition(kb))
+        txn = self._txns.get(self._task_partition(kb, current_event()))
         return txn is not None and txn.get(kb) is not None
 
     def get(self, key: Any, default: Any = None) -> Any:
         kb = self.key_codec.dumps(key)
-        txn = self._txns.get(self._task_partition(kb))
+        txn = self._txns.get(self._task_partition(kb, current_event()))
         raw = txn.get(kb) if txn is not None else None
         return default if raw is None else self.value_codec.loads(raw)
 
@@ -632,32 +666,49 @@ class Table:
         return out
 
 
+def _apply_update(old: Any, fn: Callable[[Any], Any]) -> Any:
+    """A windowed table's aggregation: each update brings its own function."""
+    return fn(old)
+
+
+def _bound(op: Callable[[Any, Any], Any], other: Any) -> Callable[[Any], Any]:
+    """``op(old, other)`` as an update function of ``old``."""
+    return lambda old: op(old, other)
+
+
 class WindowSet:
     """``table[key]`` of a windowed table: in-place operators update the windows of the
     current event's timestamp; the readers pick one window."""
+
+    __slots__ = ("key", "table")
 
     def __init__(self, table: WindowedTable, key: Any) -> None:
         self.table = table
         self.key = key
 
     def _apply(self, op: Callable[[Any, Any], Any], other: Any) -> WindowSet:
-        self.table.update(self.key, lambda value: op(value, other))
+        self.table.combine(self.key, op, other)
         return self
 
     def __iadd__(self, other: Any) -> WindowSet:
-        return self._apply(operator.add, other)
+        self.table.combine(self.key, operator.add, other)
+        return self
 
     def __isub__(self, other: Any) -> WindowSet:
-        return self._apply(operator.sub, other)
+        self.table.combine(self.key, operator.sub, other)
+        return self
 
     def __imul__(self, other: Any) -> WindowSet:
-        return self._apply(operator.mul, other)
+        self.table.combine(self.key, operator.mul, other)
+        return self
 
     def __itruediv__(self, other: Any) -> WindowSet:
-        return self._apply(operator.truediv, other)
+        self.table.combine(self.key, operator.truediv, other)
+        return self
 
     def __ior__(self, other: Any) -> WindowSet:
-        return self._apply(operator.or_, other)
+        self.table.combine(self.key, operator.or_, other)
+        return self
 
     def apply(self, fn: Callable[[Any], Any]) -> WindowSet:
         self.table.update(self.key, fn)
@@ -691,7 +742,10 @@ class WindowedTable:
         self.spec = table.window
         # ``add(old, fn)`` is ``fn(old)``: each update brings its own function.
         self._windows = FixedWindows(self.spec.size_ms, self.spec.advance_ms, table.expires_ms or 0, self._initial,
-                                     lambda old, fn: fn(old), table.value_codec, write_through=True)
+                                     _apply_update, table.value_codec, write_through=True)
+        # Per store partition: the updates of the current take() batch, decoded, written
+        # once per window when the batch is done (``_flush_merged``).
+        self._merged: dict[int, FixedWindows] = {}
 
     @property
     def name(self) -> str:
@@ -717,10 +771,29 @@ class WindowedTable:
         return WindowedTransaction(txn), kb, p
 
     def update(self, key: Any, fn: Callable[[Any], Any]) -> None:
-        ts = self.event_time()
+        """Replace the value of each of ``key``'s windows holding the current event's
+        timestamp with ``fn(value)``."""
+        self._update(key, _apply_update, fn, False)
+
+    def combine(self, key: Any, op: Callable[[Any, Any], Any], other: Any) -> None:
+        """``table[key] <op>= other`` in each of ``key``'s windows holding the current event's
+        timestamp, ``op`` one of the operator module's (which never mutate their arguments,
+        so the decoded aggregates can be cached: ``FixedWindows.update``)."""
+        self._update(key, op, other, True)
+
+    def _update(self, key: Any, add: Callable[[Any, Any], Any], value: Any, trusted: bool) -> None:
+        event = current_event()
+        if event is None:
+            raise RuntimeError(f"windowed table {self.name!r} needs a current event (use it inside an agent)")
+        ts = event.timestamp
         table = self.table
         kb = table.key_codec.dumps(key)
-        txn, p = table._txn_for(kb)
+        # The record's own key, from a topic the table knows: its task's partition, as
+        # ``_txn_at`` finds it (inlined on the per-record path); anything else goes there.
+        p = event.partition
+        txn = table._txns.get(p) if kb == event.raw_key and event.topic in table._sources else None
+        if txn is None:
+            txn, p = table._txn_at(kb, event)
         stream_time = table._stream_time.get(p)
         if stream_time is None:
             stream_time = table._stream_time[p] = InputClock(None, 0)
@@ -728,12 +801,35 @@ class WindowedTable:
         # fed by one input partition: its largest timestamp so far).
         now = stream_time.observe(0, ts, 0)
         view = WindowedTransaction(txn)
-        windows = self._windows
+        scope = merging_scope()
+        if scope is None:
+            windows = self._windows
+            slots = table._slots.get(p)
+            if slots is None:
+                slots = table._slots[p] = {}
+        else:
+            windows = self._merged.get(p) or self._merged.setdefault(p, FixedWindows(
+                self.spec.size_ms, self.spec.advance_ms, 0, self._initial, _apply_update, table.value_codec))
+            scope.on_flush(self, self._flush_merged)
+            slots = None
+            if trusted:  # the merged windows keep updates as functions of the old value
+                value, add = _bound(add, value), _apply_update
         windows.close_after = table.expires_ms or 0
         windows.codec = table.value_codec
         # The DSL's update of fixed windows, writing through (reads see every write).
-        if not windows.update(view, kb, ts, fn, now):
+        if not windows.update(view, kb, ts, value, now, add=add, slots=slots, trusted=trusted):
             self._late(kb, now)
+
+    def _flush_merged(self) -> None:
+        """Write the merged updates of a ``take()`` batch into the partitions' transactions."""
+        for p, windows in self._merged.items():
+            if windows.pending:
+                self.table._slots.pop(p, None)  # these writes bypass the cached windows
+            txn = self.table._txns.get(p)
+            if txn is None or txn.status is not TransactionStatus.OPEN:
+                windows.discard()  # revoked meanwhile: the new owner processes the records again
+            else:
+                windows.write(WindowedTransaction(txn), reindex=True)
 
     def _initial(self) -> Any:
         default = self.table.default
@@ -748,6 +844,7 @@ class WindowedTable:
             record_late(runtime, self.table.name, key_bytes, event, watermark)
 
     def value_at(self, key: Any, timestamp: int) -> Any:
+        self._flush_merged()  # reads see the batch's updates so far
         view, kb, _p = self._view(key)
         windows = windows_for(self.spec, timestamp)
         raw = view.get_window(kb, windows[-1].start, windows[-1].end)
@@ -756,6 +853,7 @@ class WindowedTable:
         return self.table.value_codec.loads(raw)
 
     def windows(self, key: Any) -> list[tuple[Window, Any]]:
+        self._flush_merged()
         view, kb, _p = self._view(key)
         codec = self.table.value_codec
         return [(Window(w.start_ms, w.end_ms), codec.loads(w.value)) for w in view.iter_windows(kb)]

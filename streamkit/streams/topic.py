@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from streamkit.streams.codecs import Codec, CodecError, StrCodec, codec_for
+from streamkit.streams.codecs import Codec, CodecError, StrCodec, codec_for, raw_loads
 from streamkit.streams.event import Event, TimestampExtractor, extract_timestamp
 from streamkit.streams.partitioners import canonical_partitioner, murmur2_partition
 
@@ -101,6 +101,32 @@ class Topic:
             except Exception as exc:
                 raise CodecError(f"timestamp extractor failed: {exc}") from exc
         return event
+
+    def events(self, records: Sequence[Any], partition: int, start: int = 0) -> list[Event]:
+        """The events of records consumed from ``partition`` (aiokafka's parsed records or
+        ``ConsumerRecord``s) from ``start`` on, in one loop with the codecs looked up once: the
+        per-record path of every reader. It stops before the first record it cannot decode
+        (or timestamp), so ``len(result) < len(records) - start`` says that record needs
+        ``event`` (and the error policy)."""
+        out: list[Event] = []
+        if self.timestamp_extractor is not None:
+            for i in range(start, len(records)):
+                r = records[i]
+                try:
+                    out.append(self.event(r.key, r.value, r.timestamp, list(r.headers or ()), partition, r.offset))
+                except CodecError:
+                    break
+            return out
+        key_loads, value_loads, name, append = raw_loads(self.key_codec), raw_loads(self.value_codec), self.name, out.append
+        try:
+            for i in range(start, len(records)):
+                r = records[i]
+                k, v, h = r.key, r.value, r.headers
+                append(Event(None if k is None else key_loads(k), None if v is None else value_loads(v), r.timestamp,
+                             list(h) if h else [], name, partition, r.offset, k))
+        except Exception:  # the caller decodes this record again, with the error policy
+            pass
+        return out
 
     async def send(self, value: Any = None, *, key: Any = None,
                    headers: Sequence[tuple[str, bytes]] | None = None,

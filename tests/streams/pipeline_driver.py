@@ -69,8 +69,8 @@ class Worker:
         topic = self.app.topics.get(name)
         return topic.partitions if topic is not None else None
 
-    def decode(self, topic: Any, record: Record) -> Any:
-        return topic.event(record.key, record.value, record.timestamp, list(record.headers), record.partition,
+    def decode(self, topic: Any, record: Record, partition: int) -> Any:
+        return topic.event(record.key, record.value, record.timestamp, list(record.headers), partition,
                            record.offset)
 
     async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
@@ -114,7 +114,7 @@ class Topology:
         self.read[tp] = start + len(batch)
         self.worker.wall += 1
         source = self.sources[tp[0]]
-        events = [self.worker.decode(source.topic, r) if carries_data(r.headers) else None for r in batch]
+        events = [self.worker.decode(source.topic, r, tp[1]) if carries_data(r.headers) else None for r in batch]
         await source.process(tp[1], batch, events)
 
     async def run(self, rng: random.Random, max_batch: int) -> None:

@@ -612,3 +612,42 @@ def test_merge_session_in_any_order_equals_sessionize(gap: int, stamps: list[int
     assert sorted(sessions) == sessionize(gap, sorted(stamps))
     for w, count in sessions.items():
         assert count == sum(1 for ts in stamps if w.contains(ts))
+
+
+def test_the_window_cache_is_bounded_and_never_changes_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``FixedWindows.update`` with a slot cache: at most ``MAX_SLOTS`` windows are cached,
+    the others are read from the store each time, and every window ends with the same
+    aggregate as without a cache; an untrusted update drops the window's entry."""
+    import operator
+
+    import orjson
+
+    from streamkit.state.memory import MemoryBackend
+    from streamkit.state.partition import StorePartition
+    from streamkit.state.windowed import WindowedTransaction
+    from streamkit.streams import fixed_windows
+    from streamkit.streams.fixed_windows import FixedWindows, WindowSlots
+
+    class Json:
+        def dumps(self, obj: object) -> bytes:
+            return orjson.dumps(obj)
+
+        def loads(self, data: bytes) -> object:
+            return orjson.loads(data)
+
+    monkeypatch.setattr(fixed_windows, "MAX_SLOTS", 3)
+    results = []
+    for cached in (False, True):
+        view = WindowedTransaction(StorePartition(MemoryBackend()).begin())
+        windows = FixedWindows(10, 10, 1_000, int, operator.add, Json(), write_through=True)
+        slots: WindowSlots = {}
+        for i in range(200):
+            key, ts = b"k%d" % (i % 7), (i % 5) * 10
+            assert windows.update(view, key, ts, i, 100, slots=slots if cached else None, trusted=True)
+            assert len(slots) <= 3
+        windows.update(view, b"k0", 0, lambda old: old * 2, 100, add=lambda old, fn: fn(old),
+                       slots=slots if cached else None)
+        assert (b"k0", 0) not in slots
+        windows.update(view, b"k0", 0, 1, 100, slots=slots if cached else None, trusted=True)
+        results.append({(w.key, w.start_ms): w.value for w in view.iter_all_windows()})
+    assert results[0] == results[1] and len(results[0]) == 35

@@ -68,7 +68,7 @@ class _Batch:
 
 
 class _Decoding(Protocol):
-    def decode(self, topic: Any, record: Any) -> Event | None: ...
+    def decode(self, topic: Any, record: Any, partition: int) -> Event | None: ...
 
 
 def arrow_schema(model: type[BaseModel]) -> tuple[pa.Schema, frozenset[str]] | None:
@@ -135,13 +135,13 @@ class ColumnarSource(CompiledSource):
             self.row_batches += 1
             if len(events) != len(records):  # the runtime left decoding to us
                 decode = cast(_Decoding, self.ctx.runtime).decode
-                events = [decode(self.topic, r) for r in records]
+                events = [decode(self.topic, r, partition) for r in records]
             await super().process(partition, records, events)
             return
         self.columnar_batches += 1
         ctx = self.ctx
         ctx.own = clock.observe(0, int(ts.max()), ctx.wall)
-        self._apply(records, batch)
+        self._apply(partition, records, batch)
         now = ctx.runtime.clock()
         for tick in self.tickers:
             tick(now)
@@ -293,7 +293,7 @@ class ColumnarSource(CompiledSource):
         batch.names = [name for name, _c in names]
         return batch
 
-    def _apply(self, records: list[ConsumerRecord], batch: _Batch) -> None:
+    def _apply(self, partition: int, records: list[ConsumerRecord], batch: _Batch) -> None:
         """Send the late records on, and merge the partial aggregates into the operator's
         pending ones: one store read per (key, window) not pending yet."""
         chain, agg = self.chain, self.aggregate
@@ -305,7 +305,7 @@ class ColumnarSource(CompiledSource):
         if len(batch.late):
             decode = cast(_Decoding, ctx.runtime).decode
             for i in batch.late.tolist():
-                ev = decode(self.topic, records[i])
+                ev = decode(self.topic, records[i], partition)
                 if ev is not None:
                     send_late(ctx, agg.key_codec, ev, agg.name, int(batch.now[i]))
         if not batch.keys:
