@@ -193,9 +193,10 @@ def _secure_acls() -> list[Any]:
     ]
 
 
-def _app(bootstrap: str, data_dir: Path, registry_url: str, config: dict[str, Any] | None = None) -> App:
+def _app(bootstrap: str, data_dir: Path, registry_url: str | None, config: dict[str, Any] | None = None) -> App:
     """Views per page per minute, as ``apps/pageviews.py`` declares it (event time from ``ts``),
-    the counts written to ``page_counts`` as Avro through the Schema Registry."""
+    the counts written to ``page_counts`` as Avro through the Schema Registry at
+    ``registry_url`` (None: as JSON, for a test of the app's logic without a registry)."""
     from datetime import timedelta
 
     from pydantic import BaseModel
@@ -225,7 +226,7 @@ def _app(bootstrap: str, data_dir: Path, registry_url: str, config: dict[str, An
         .count(name="page_counts")
         .final()
         .map(lambda w: PageCount(page=w.key, window_start=w.start, window_end=w.end, views=w.value))
-        .to("page_counts", value_type=AvroSerde(PageCount, registry_url)))
+        .to("page_counts", value_type=AvroSerde(PageCount, registry_url) if registry_url else PageCount))
     return app
 
 

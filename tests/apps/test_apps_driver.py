@@ -128,13 +128,15 @@ def test_demo_app(tmp_path: Path) -> None:
 
 
 def test_demo_pipeline_app(tmp_path: Path) -> None:
-    app = demo_pipeline_app("unused:9092", tmp_path)
+    app = demo_pipeline_app("unused:9092", tmp_path, registry_url=None)  # page_counts as JSON
     with AppTestDriver(app) as driver:
         views = driver.input("page_views")
         # Event time comes from the value's ts (the topic's timestamp extractor).
         views.send({"user": "u", "page": "/a", "ts": T0 + 5})
         views.send({"user": "u", "page": "/a", "ts": T0 + MINUTE + 10_000})
-        assert [r.value for r in driver.output("page_counts").read_all()] == [window("/a", T0, 1)]
+        w = window("/a", T0, 1)
+        assert [r.value.model_dump() for r in driver.output("page_counts").read_all()] == [
+            {"page": w["key"], "window_start": w["start"], "window_end": w["end"], "views": w["value"]}]
 
 
 def test_idle_app_closes_windows_by_wall_clock() -> None:
