@@ -30,6 +30,8 @@ from kio.serial.writers import Writer
 from kio.static.primitive import i16, i32Timedelta
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from streamkit.broker.build import build
+from streamkit.broker.compiled_codec import Encoder, compile_encoder, encode_frame
 from streamkit.broker.errors import ErrorCode
 from streamkit.broker.guard import Buf, GuardError, Skip, body_guard, read_uvarint
 from streamkit.broker.legacy_produce import (
@@ -44,6 +46,7 @@ __all__ = [
     "API_SPECS",
     "API_VERSIONS_KEY",
     "DEFAULT_MAX_REQUEST_SIZE",
+    "FAST_PATH_APIS",
     "MIN_REQUEST_SIZE",
     "SUPPORTED_VERSIONS",
     "ApiSpec",
@@ -57,6 +60,7 @@ __all__ = [
     "api_versions_response",
     "decode_request",
     "disposition",
+    "encode_reply",
     "encode_response",
     "get_spec",
     "response_type_for",
@@ -128,6 +132,11 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     91: (0, 0),  # AlterShareGroupOffsets
     92: (0, 0),  # DeleteShareGroupOffsets
 }
+
+# The APIs every client sends all the time, whose responses are encoded by code compiled
+# from their kio schemas (streamkit.broker.compiled_codec) rather than by build() + kio's
+# writer: Produce, Fetch, ListOffsets, Metadata, Heartbeat.
+FAST_PATH_APIS: Final = frozenset({0, 1, 2, 3, 12})
 
 # What every ApiVersions answer lists (each version's reply and the v0 UNSUPPORTED_VERSION
 # fallback alike): SUPPORTED_VERSIONS, except that Produce is listed from v0. Apache Kafka
@@ -201,6 +210,8 @@ class ApiSpec:
     response_type: type[ResponsePayload]
     response_header_version: int  # 0 or 1; always 0 for ApiVersions
     response_writer: Writer[Any]
+    # FAST_PATH_APIS only: (from a handler's plain reply, from a kio object) encoders.
+    compiled: tuple[Encoder, Encoder] | None = None
 
 
 def _build_specs() -> dict[tuple[int, int], ApiSpec]:
@@ -227,6 +238,7 @@ def _build_specs() -> dict[tuple[int, int], ApiSpec]:
                 response_type=response_type,
                 response_header_version=response_header_version,
                 response_writer=entity_writer(response_type),
+                compiled=compile_encoder(response_type) if api_key in FAST_PATH_APIS else None,
             )
     return specs
 
@@ -383,6 +395,29 @@ def encode_response(request: Request, body: ResponsePayload) -> bytes:
             f"{spec.response_type.__qualname__}, got {type(body).__module__}.{type(body).__qualname__}"
         )
     return _encode(request.correlation_id, spec.response_header_version, spec.response_writer, body)
+
+
+def encode_reply(request: Request, reply: Mapping[str, Any], fast: bool = True) -> bytes:
+    """The size-prefixed response frame for ``request`` from a handler's reply: its plain
+    data (see :mod:`streamkit.broker.build`), or a kio object under ``"__body__"``.
+
+    With ``fast`` (and a request of FAST_PATH_APIS) the compiled encoder writes it; else
+    ``build`` + :func:`encode_response`. Both give the same bytes.
+    """
+    spec = API_SPECS.get((request.api_key, request.api_version))
+    if spec is None:
+        raise LocalProtocolError(
+            f"cannot answer unsupported api {request.api_key} v{request.api_version}"
+        )
+    body = reply.get("__body__")
+    if not fast or spec.compiled is None:
+        return encode_response(request, body or build(spec.response_type, reply))
+    from_plain, from_kio = spec.compiled
+    if body is None:
+        return encode_frame(request.correlation_id, spec.response_header_version, from_plain, reply)
+    if type(body) is not spec.response_type:
+        return encode_response(request, body)  # raises LocalProtocolError, naming both types
+    return encode_frame(request.correlation_id, spec.response_header_version, from_kio, body)
 
 
 def api_versions_response(

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import re
 import ssl
 import uuid
@@ -85,7 +86,7 @@ from streamkit.log.manager import LogManager
 from streamkit.log.partition import wall_clock_ms
 from streamkit.tasks import cancel_and_wait
 
-__all__ = ["Broker"]
+__all__ = ["FAST_PATH_ENV", "Broker", "fast_path_enabled"]
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,48 @@ _YIELD_EVERY = 32
 _SHARE_TICK_MS = 200
 _TLS_HANDSHAKE_TIMEOUT_S = 10.0
 _JWKS_CHECK_S = 1.0
+# STREAMKIT_BROKER_FAST_PATH=0 answers every request through kio's generic codecs: the
+# baseline broker_bench.py --latency measures the compiled codecs against, and the path the
+# tests run both ways.
+FAST_PATH_ENV = "STREAMKIT_BROKER_FAST_PATH"
+# Answered inline without ever waiting (Metadata, ListOffsets, Heartbeat); their responses
+# join the connection's pending output. A Fetch may long-poll and a Produce with acks=all
+# may wait for replication, so the output is flushed before those and every other API.
+_NEVER_WAIT = frozenset({2, 3, 12})
+
+
+def fast_path_enabled() -> bool:
+    """Whether the compiled codecs serve the hot APIs (``STREAMKIT_BROKER_FAST_PATH``)."""
+    return os.environ.get(FAST_PATH_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class _Output:
+    """A connection's writes, coalesced: responses answered in one turn of the connection's
+    loop leave in one socket write (``flush``), not one each. Without coalescing every write
+    goes straight to the transport."""
+
+    __slots__ = ("coalesce", "parts", "writer")
+
+    def __init__(self, writer: asyncio.StreamWriter, coalesce: bool) -> None:
+        self.writer = writer
+        self.coalesce = coalesce
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if self.coalesce:
+            self.parts.append(data)
+        else:
+            self.writer.write(data)
+
+    def flush(self) -> None:
+        parts = self.parts
+        if parts:
+            self.writer.write(parts[0] if len(parts) == 1 else b"".join(parts))
+            parts.clear()
+
+    async def drain(self) -> None:
+        self.flush()
+        await self.writer.drain()
 
 
 class _Peer:
@@ -147,8 +190,11 @@ class Broker:
     """A single-node Kafka-protocol broker over streamkit's partition log."""
 
     def __init__(self, data_dir: Path | str, config: BrokerConfig | None = None,
-                 host: str = "127.0.0.1", port: int = 9092) -> None:
+                 host: str = "127.0.0.1", port: int = 9092, fast_path: bool | None = None) -> None:
+        """``fast_path``: compiled codecs and coalesced writes for the hot APIs (default:
+        on unless ``STREAMKIT_BROKER_FAST_PATH=0``)."""
         self.data_dir = Path(data_dir)
+        self.fast_path = fast_path_enabled() if fast_path is None else fast_path
         self.config = config or BrokerConfig()
         self.host = host
         self.requested_port = port
@@ -534,7 +580,9 @@ class Broker:
         # an unauthenticated peer cannot make the broker buffer a huge frame.
         conn = Connection(max(min(max_request, listener.max_receive_size), MIN_REQUEST_SIZE)
                           if listener.sasl else max_request)
+        conn.fast_path = self.fast_path
         memory = self.memory
+        out = _Output(writer, self.fast_path)
         try:
             peer = await self._peer(listener, host, writer)
             if peer is None:
@@ -551,21 +599,21 @@ class Broker:
                     if peer.session is not None and peer.session.raw_tokens:
                         if (token := conn.next_frame()) is None:
                             break
-                        if not await self._raw_token(conn, token, writer, peer):
+                        if not await self._raw_token(conn, token, out, peer):
                             return
                         continue
                     if (request := conn.next_request()) is None:
                         break
-                    if not await self._answer(conn, request, writer, peer):
+                    if not await self._answer(conn, request, out, peer):
                         return
                     handled += 1
                     if handled % _YIELD_EVERY == 0:
                         # A client pipelining many small requests must not starve the other
                         # connections (or the long-polling fetches waiting for its appends).
-                        await writer.drain()
+                        await out.drain()
                         await asyncio.sleep(0)
                 memory.hold(conn, conn.buffered, completed=handled > 0)
-                await writer.drain()
+                await out.drain()
         except FrameError as exc:
             log.warning("closing connection from %s: %s", host, exc)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -575,6 +623,8 @@ class Broker:
             # asyncio's stream server from logging the cancellation as an error.
             pass
         finally:
+            with contextlib.suppress(Exception):
+                out.flush()  # what was answered before a close still goes out
             memory.release(conn)
             self._connections.discard(task)
             writer.close()
@@ -599,7 +649,20 @@ class Broker:
             session = SaslSession(listener, self.state.scram, jwks=self._jwks.get(listener.name))
         return _Peer(listener, host, principal, session)
 
-    async def _answer(self, conn: Connection, request: Request, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
+    def _may_wait(self, request: Request) -> bool:
+        """Whether this request's handler may suspend (long-poll, replication, a quota's
+        mute): the output pending before it is flushed first, so that nothing answered
+        waits behind it."""
+        assert self.state is not None
+        if self.state.quotas is not None and self.state.quotas.active:
+            return True
+        if request.api_key in _NEVER_WAIT:
+            return False
+        if request.api_key == 0:
+            return self.state.cluster is not None and int(request.body.acks) == -1
+        return True
+
+    async def _answer(self, conn: Connection, request: Request, writer: _Output, peer: _Peer) -> bool:
         """Handle one request; False means close the connection."""
         host = peer.host
         kind = disposition(request)
@@ -626,13 +689,14 @@ class Broker:
         if handler is None:
             log.warning("no handler for api %d; closing connection from %s", request.api_key, host)
             return False
+        if not writer.coalesce or self._may_wait(request):
+            writer.flush()
         try:
             reply = await handler(self.state, request, peer.client(request))
             if reply is None:
                 conn.discard(request)
                 return True
-            body = reply.get("__body__") or build(response_type_for(request), reply)
-            writer.write(conn.encode_response(request, body))
+            writer.write(conn.encode_reply(request, reply))
             if mute_ms := reply.get(MUTE_MS, 0):
                 # A client over its quota: answered, then nothing more is read from it for
                 # the throttle time (Kafka mutes the channel, KIP-219).
@@ -646,7 +710,7 @@ class Broker:
             return self._answer_failure(conn, request, writer, host)
         return True
 
-    async def _sasl(self, conn: Connection, request: Request, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
+    async def _sasl(self, conn: Connection, request: Request, writer: _Output, peer: _Peer) -> bool:
         """SaslHandshake / SaslAuthenticate. A refused mechanism or a failed login is
         answered with its error (after connection.failed.authentication.delay.ms for a
         failed login), then the connection closes, as in Kafka."""
@@ -681,7 +745,7 @@ class Broker:
             conn.max_request_size = self.config.socket_request_max_bytes
         return True
 
-    async def _raw_token(self, conn: Connection, token: bytes, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
+    async def _raw_token(self, conn: Connection, token: bytes, writer: _Output, peer: _Peer) -> bool:
         """A bare SASL token (after SaslHandshake v0): its answer goes back bare; a failed
         login closes the connection (v0 has no way to carry the error)."""
         session = peer.session
@@ -703,7 +767,7 @@ class Broker:
         await asyncio.sleep(peer.listener.failed_authentication_delay_ms / 1000)
 
     @staticmethod
-    def _answer_failure(conn: Connection, request: Request, writer: asyncio.StreamWriter, host: str) -> bool:
+    def _answer_failure(conn: Connection, request: Request, writer: _Output, host: str) -> bool:
         """A handler bug costs the client one request, not its connection: answer with
         UNKNOWN_SERVER_ERROR wherever the response has an error code (Kafka does the same)."""
         # A Produce with acks=0 expects no response at all: closing is the only signal left
