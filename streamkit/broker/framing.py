@@ -92,7 +92,7 @@ class Connection:
                 whole[4 : 4 + size] as part,
                 part.toreadonly() as frame,
             ):
-                request = decode_request(frame)
+                request = decode_request(frame, self.fast_path)
         except FrameError as exc:
             self._error = exc
             raise
