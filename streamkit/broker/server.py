@@ -143,17 +143,22 @@ class _Output:
 class _Peer:
     """One connection's identity: its listener, address and principal."""
 
-    __slots__ = ("host", "listener", "principal", "session")
+    __slots__ = ("_client", "host", "listener", "principal", "session")
 
     def __init__(self, listener: ListenerSecurity, host: str, principal: str, session: SaslSession | None) -> None:
         self.listener = listener
         self.host = host
         self.principal = principal
         self.session = session
+        self._client: ClientInfo | None = None
 
     def client(self, request: Request) -> ClientInfo:
         principal = self.session.principal if self.session is not None else self.principal
-        return ClientInfo(request.client_id or "", self.host, principal, self.listener.name)
+        client_id = request.client_id or ""
+        known = self._client  # the same for every request of a connection, almost always
+        if known is None or known.client_id != client_id or known.principal != principal:
+            known = self._client = ClientInfo(client_id, self.host, principal, self.listener.name)
+        return known
 
 
 def _partitions(topics: TopicManager, topic: str, configured: int) -> int:
@@ -589,7 +594,7 @@ class Broker:
                 return
             while True:
                 # Back-pressure: no read until the request memory budget has room.
-                data = await reader.read(await memory.reserve(conn))
+                data = await reader.read(memory.try_reserve(conn) or await memory.reserve(conn))
                 if not data:
                     return
                 conn.receive_data(data)

@@ -66,7 +66,7 @@ def test_consumer_group_heartbeats(path_broker: BrokerProcess, topic_name: str) 
     """Two members of a classic group: JoinGroup, SyncGroup, then Heartbeats (every 100 ms)
     that keep both in the group while they consume."""
     create_topic(path_broker.bootstrap, topic_name, 2)
-    CLIENTS["confluent-kafka"](path_broker.bootstrap).produce(topic_name, records(20), partition=0)
+    CLIENTS["confluent"](path_broker.bootstrap).produce(topic_name, records(20), partition=0)
     config = {"bootstrap.servers": path_broker.bootstrap, "group.id": f"g-{topic_name}",
               "auto.offset.reset": "earliest", "heartbeat.interval.ms": 100, "session.timeout.ms": 6000,
               **QUIET}
