@@ -531,8 +531,13 @@ _ALL_GROUP_OPS = _all_operations(ResourceType.GROUP)
 _ALL_CLUSTER_OPS = _all_operations(ResourceType.CLUSTER)
 
 
+# The APIs whose requests can ask for authorized operations (KIP-430): Metadata,
+# DescribeGroups, DescribeCluster, ConsumerGroupDescribe, ShareGroupDescribe.
+_ASK_OPERATIONS = frozenset({3, 15, 60, 69, 77})
+
+
 def _open_operations(req: Request, reply: Reply) -> Reply:
-    if reply is None or "__body__" in reply:
+    if reply is None or req.api_key not in _ASK_OPERATIONS or "__body__" in reply:
         return reply
     body = req.body
     topics = req.api_key == 3 and field(body, "include_topic_authorized_operations", False)
