@@ -31,30 +31,11 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from streamkit.broker.guard import GuardError, Skip, read_uvarint
+from streamkit.broker.guard import FIXED_SIZES, GuardError, Skip, read_uvarint, skip_legacy_sized
 
 __all__ = ["compile_guard"]
 
-_FIXED_SIZES: Final[dict[str, int]] = {
-    "int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2,
-    "int32": 4, "uint32": 4, "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8,
-    "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16,
-}
-
-
-def _legacy_sized(buf: Any, pos: int, end: int, length: struct.Struct, nullable: bool) -> int:
-    width = length.size
-    if pos + width > end:
-        raise GuardError(f"truncated length at byte {pos}")
-    n: int = length.unpack_from(buf, pos)[0]
-    pos += width
-    if n < 0:
-        if n == -1 and nullable:
-            return pos
-        raise GuardError(f"invalid length {n} at byte {pos - width}")
-    if n > end - pos:
-        raise GuardError(f"value of {n} bytes at byte {pos}, {end - pos} left")
-    return pos + n
+_I32: Final = struct.Struct(">i")
 
 
 def _array_count(buf: Any, pos: int, end: int, flexible: bool) -> tuple[int, int]:
@@ -71,7 +52,6 @@ def _array_count(buf: Any, pos: int, end: int, flexible: bool) -> tuple[int, int
 
 
 _I16: Final = struct.Struct(">h")
-_I32: Final = struct.Struct(">i")
 
 
 def _uvarint(var: str) -> list[str]:
@@ -88,7 +68,7 @@ class _Compiler:
         self.lines: list[str] = []
         self.env: dict[str, Any] = {
             "GuardError": GuardError, "_uv": read_uvarint,
-            "_lsized": _legacy_sized, "_count": _array_count, "_I16": _I16, "_I32": _I32,
+            "_lsized": skip_legacy_sized, "_count": _array_count, "_I16": _I16, "_I32": _I32,
         }
         self.min_sizes: dict[type, int] = {}
 
@@ -108,7 +88,7 @@ class _Compiler:
     def field_sizes(self, f: dataclasses.Field[Any], flexible: bool, is_tag: bool) -> tuple[int, int | None]:
         kind = classify_field(f)
         if isinstance(kind, PrimitiveField):
-            size = _FIXED_SIZES.get(get_schema_field_type(f))
+            size = FIXED_SIZES.get(get_schema_field_type(f))
             if size is not None:
                 return size, size
             if flexible:
@@ -175,7 +155,7 @@ class _Compiler:
         else:
             lines = ["count, pos = _count(buf, pos, end, False)", "if count > 0:"]
         if isinstance(kind, PrimitiveTupleField):
-            size = _FIXED_SIZES.get(get_schema_field_type(f))
+            size = FIXED_SIZES.get(get_schema_field_type(f))
             if size is not None:
                 lines += [f"    if count * {size} > end - pos: raise GuardError("
                           f"f'array of {{count}} x {size} bytes at byte {{pos}}, {{end - pos}} left')",
@@ -200,7 +180,7 @@ class _Compiler:
 
     @staticmethod
     def primitive(kafka_type: str, flexible: bool, optional: bool, pos: str) -> list[str]:
-        size = _FIXED_SIZES.get(kafka_type)
+        size = FIXED_SIZES.get(kafka_type)
         if size is not None:
             return _Compiler._fixed(size)
         if kafka_type not in ("string", "bytes", "records"):
