@@ -49,6 +49,7 @@ from streamkit.broker.group.group import GroupSettings
 from streamkit.broker.group.runtime import GroupRuntime
 from streamkit.broker.group_configs import GroupConfigStore
 from streamkit.broker.handlers import HANDLERS
+from streamkit.broker.inline import InlineConnection, Output
 from streamkit.broker.internal_store import InternalStore
 from streamkit.broker.markers import MarkerAppender
 from streamkit.broker.memory import RequestMemory
@@ -109,35 +110,6 @@ _NEVER_WAIT = frozenset({2, 3, 12})
 def fast_path_enabled() -> bool:
     """Whether the compiled codecs serve the hot APIs (``STREAMKIT_BROKER_FAST_PATH``)."""
     return os.environ.get(FAST_PATH_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-class _Output:
-    """A connection's writes, coalesced: responses answered in one turn of the connection's
-    loop leave in one socket write (``flush``), not one each. Without coalescing every write
-    goes straight to the transport."""
-
-    __slots__ = ("coalesce", "parts", "writer")
-
-    def __init__(self, writer: asyncio.StreamWriter, coalesce: bool) -> None:
-        self.writer = writer
-        self.coalesce = coalesce
-        self.parts: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        if self.coalesce:
-            self.parts.append(data)
-        else:
-            self.writer.write(data)
-
-    def flush(self) -> None:
-        parts = self.parts
-        if parts:
-            self.writer.write(parts[0] if len(parts) == 1 else b"".join(parts))
-            parts.clear()
-
-    async def drain(self) -> None:
-        self.flush()
-        await self.writer.drain()
 
 
 class _Peer:
@@ -210,6 +182,7 @@ class Broker:
         self._jwks: dict[str, JwksValidator] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
+        self._inline: set[InlineConnection] = set()  # PLAINTEXT connections on the fast path
         self.memory = RequestMemory(self.config.queued_max_request_bytes, _READ_SIZE)
         self._dir_lock = DirectoryLock(self.data_dir)
         self._metrics_http: HttpServer | None = None
@@ -272,8 +245,13 @@ class Broker:
                 host, port = self.host, self.requested_port
             else:
                 host, port = endpoints[sec.name].host or "0.0.0.0", endpoints[sec.name].port
-            server = await asyncio.start_server(functools.partial(self._serve, sec), host, port,
-                                                limit=_READ_SIZE, reuse_address=True, start_serving=False)
+            if self.fast_path and not sec.tls and not sec.sasl:
+                server = await asyncio.get_running_loop().create_server(
+                    functools.partial(self._inline_connection, sec), host, port, reuse_address=True,
+                    start_serving=False)
+            else:
+                server = await asyncio.start_server(functools.partial(self._serve, sec), host, port,
+                                                    limit=_READ_SIZE, reuse_address=True, start_serving=False)
             self._servers[sec.name] = server
             if i == 0:
                 self._server = server
@@ -515,7 +493,11 @@ class Broker:
         if self._metrics_http is not None:
             await self._metrics_http.stop()
             self._metrics_http = None
-        await cancel_and_wait([*self._tasks, *self._connections])
+        inline = list(self._inline)
+        for connection in inline:
+            connection.close()
+        await cancel_and_wait([*self._tasks, *self._connections,
+                               *(c.task for c in inline if c.task is not None)])
         self._tasks.clear()
         if self.state is not None:
             await self.state.groups.stop()
@@ -573,6 +555,10 @@ class Broker:
 
     # -- connections -----------------------------------------------------------------------
 
+    def _inline_connection(self, listener: ListenerSecurity) -> InlineConnection:
+        return InlineConnection(self._answer, lambda host: _Peer(listener, host, "User:ANONYMOUS", None),
+                                self.memory, self.config.socket_request_max_bytes, self._inline, _YIELD_EVERY)
+
     async def _serve(self, listener: ListenerSecurity, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -587,7 +573,7 @@ class Broker:
                           if listener.sasl else max_request)
         conn.fast_path = self.fast_path
         memory = self.memory
-        out = _Output(writer, self.fast_path)
+        out = Output(writer, self.fast_path)
         try:
             peer = await self._peer(listener, host, writer)
             if peer is None:
@@ -667,7 +653,7 @@ class Broker:
             return self.state.cluster is not None and int(request.body.acks) == -1
         return True
 
-    async def _answer(self, conn: Connection, request: Request, writer: _Output, peer: _Peer) -> bool:
+    async def _answer(self, conn: Connection, request: Request, writer: Output, peer: _Peer) -> bool:
         """Handle one request; False means close the connection."""
         host = peer.host
         kind = disposition(request)
@@ -715,7 +701,7 @@ class Broker:
             return self._answer_failure(conn, request, writer, host)
         return True
 
-    async def _sasl(self, conn: Connection, request: Request, writer: _Output, peer: _Peer) -> bool:
+    async def _sasl(self, conn: Connection, request: Request, writer: Output, peer: _Peer) -> bool:
         """SaslHandshake / SaslAuthenticate. A refused mechanism or a failed login is
         answered with its error (after connection.failed.authentication.delay.ms for a
         failed login), then the connection closes, as in Kafka."""
@@ -750,7 +736,7 @@ class Broker:
             conn.max_request_size = self.config.socket_request_max_bytes
         return True
 
-    async def _raw_token(self, conn: Connection, token: bytes, writer: _Output, peer: _Peer) -> bool:
+    async def _raw_token(self, conn: Connection, token: bytes, writer: Output, peer: _Peer) -> bool:
         """A bare SASL token (after SaslHandshake v0): its answer goes back bare; a failed
         login closes the connection (v0 has no way to carry the error)."""
         session = peer.session
@@ -772,7 +758,7 @@ class Broker:
         await asyncio.sleep(peer.listener.failed_authentication_delay_ms / 1000)
 
     @staticmethod
-    def _answer_failure(conn: Connection, request: Request, writer: _Output, host: str) -> bool:
+    def _answer_failure(conn: Connection, request: Request, writer: Output, host: str) -> bool:
         """A handler bug costs the client one request, not its connection: answer with
         UNKNOWN_SERVER_ERROR wherever the response has an error code (Kafka does the same)."""
         # A Produce with acks=0 expects no response at all: closing is the only signal left
