@@ -3,7 +3,10 @@ periodic work, and shuts down cleanly.
 
 Each connection is one loop around the sans-IO ``Connection``: bytes in, requests out,
 handled one at a time in order (as Kafka does per connection, so responses stay in request
-order), responses written back. A protocol violation closes only that connection.
+order), responses written back. A protocol violation closes only that connection. On the
+fast path (the default; ``STREAMKIT_BROKER_FAST_PATH=0`` turns it off) a PLAINTEXT
+connection is an :class:`~streamkit.broker.inline.InlineConnection` that runs the same
+answers from the socket's read callback; TLS and SASL connections are tasks.
 
 Every listener of ``listeners`` is bound; a TLS listener upgrades each connection with its
 current certificates (reloaded when their files change), and a SASL listener accepts only
