@@ -23,7 +23,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader
-from kio.static.primitive import Records
 
 from streamkit.broker.build import build
 from streamkit.broker.codec import API_SPECS, ApiSpec, Request, encode_response
@@ -34,12 +33,13 @@ from streamkit.broker.server import Broker
 from streamkit.broker.state import ClientInfo
 from streamkit.log.records import Record, build_batch
 from streamkit.testing import embedded_broker
+from tests.broker import kio_strategies
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:\w+ is deprecated. Use files\(\) instead:DeprecationWarning"
 )
 
-st.register_type_strategy(Records, st.binary(max_size=64))
+kio_strategies.register()
 
 TOPIC = "fuzz-a"
 # SaslHandshake and SaslAuthenticate change the connection's state: the server answers them

@@ -28,7 +28,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from kio.schema.errors import ErrorCode
 from kio.schema.types import GroupId, TopicName
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import Records, i16, i32
+from kio.static.primitive import i16, i32
 
 from streamkit.broker.guard import GuardError, body_guard
 from streamkit.broker.protocol import (
@@ -49,14 +49,14 @@ from streamkit.broker.protocol import (
     encode_response,
     unsupported_api_versions_response,
 )
+from tests.broker import kio_strategies
 
 # kafka-python 3 loads its JSON schemas with importlib.resources.read_text (deprecated).
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:\w+ is deprecated. Use files\(\) instead:DeprecationWarning"
 )
 
-# kio registers strategies for its phantom types except Records (opaque record batches).
-st.register_type_strategy(Records, st.binary(max_size=64))
+kio_strategies.register()
 
 SPECS = sorted(API_SPECS)
 FEW = settings(
