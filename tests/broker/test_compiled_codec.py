@@ -26,15 +26,15 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import Records, i16, i32
+from kio.static.primitive import i16, i32
 
 from streamkit.broker.build import build
 from streamkit.broker.codec import API_SPECS, FAST_PATH_APIS, Request, decode_request, encode_reply
 from streamkit.broker.compiled_codec import encode_frame
 from streamkit.broker.guard import GuardError
+from tests.broker.kio_strategies import register
 
-# kio registers strategies for its phantom types except Records (opaque record batches).
-st.register_type_strategy(Records, st.binary(max_size=64))
+register()
 
 HOT = sorted(k for k in API_SPECS if k[0] in FAST_PATH_APIS)
 IDS = [f"{API_SPECS[k].name}-v{k[1]}" for k in HOT]
