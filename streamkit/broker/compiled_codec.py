@@ -132,6 +132,30 @@ def _compact(v: Any) -> bytes:
     return _uv(len(data) + 1) + data
 
 
+class _Frame(bytearray):
+    """A frame being encoded. Values of ``_BIG`` bytes or more (a Fetch's record batches) are
+    set aside in ``chunks`` instead of being copied into the growing buffer, so that the
+    frame costs one copy of them (the final join), not a copy per buffer growth and another
+    for the result."""
+
+    def __init__(self, head: bytes) -> None:
+        super().__init__(head)
+        self.chunks: list[Any] = []
+
+
+_BIG: Final = 32 * 1024
+
+
+def _put(out: bytearray, value: Any) -> None:
+    if len(value) >= _BIG and out.__class__ is _Frame:
+        chunks = out.chunks
+        chunks.append(bytearray(out))
+        chunks.append(value)
+        del out[:]
+    else:
+        out += value
+
+
 _HELPERS: Final[dict[str, Any]] = {
     "_ec": _ec,
     "_ms": _ms,
@@ -141,6 +165,7 @@ _HELPERS: Final[dict[str, Any]] = {
     "_legacy_string": _legacy_string,
     "_legacy_bytes": _legacy_bytes,
     "_compact": _compact,
+    "_put": _put,
     "_I32": _I32,
     "Mapping": Mapping,
 }
@@ -245,12 +270,12 @@ class _Compiler:
             if flexible:
                 lines += [f"if {var} is None: out += b'\\0'", "else:",
                           f"    {var} = {var}.encode() if {var}.__class__ is str else {var}",
-                          f"    out += _uv(len({var}) + 1)", f"    out += {var}"]
+                          f"    out += _uv(len({var}) + 1)", f"    _put(out, {var})"]
             elif kafka_type == "string":
                 lines.append(f"out += _legacy_string({var})")
             else:
                 lines += [f"if {var} is None: out += b'\\xff\\xff\\xff\\xff'", "else:",
-                          f"    out += _I32.pack(len({var}))", f"    out += {var}"]
+                          f"    out += _I32.pack(len({var}))", f"    _put(out, {var})"]
             return lines
         if isinstance(kind, EntityField):
             enc = self.entity(kind.type_)
@@ -335,10 +360,11 @@ def compile_encoder(payload: type) -> tuple[Encoder, Encoder]:
 
 def encode_frame(correlation_id: int, header_version: int, encoder: Encoder, body: Any) -> bytes:
     """The size-prefixed response frame: header (v0, or v1 with empty tagged fields), body."""
-    out = bytearray(b"\0\0\0\0")
-    out += _I32.pack(correlation_id)
-    if header_version >= 1:
-        out += b"\0"
+    out = _Frame(_I32.pack(0) + _I32.pack(correlation_id) + (b"\0" if header_version >= 1 else b""))
     encoder(out, body)
-    _I32.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+    if not out.chunks:
+        _I32.pack_into(out, 0, len(out) - 4)
+        return bytes(out)
+    parts = [*out.chunks, out]
+    _I32.pack_into(parts[0], 0, sum(len(p) for p in parts) - 4)
+    return b"".join(parts)

@@ -199,3 +199,22 @@ def test_guards_refuse_huge_counts_alike(key: tuple[int, int]) -> None:
     for size in (0, 1, 4, 7, 16, 64):
         body = b"\xff" * size
         assert verdict(spec.compiled_guard, body) == verdict(spec.request_guard, body)
+
+
+@pytest.mark.parametrize("version", [4, 11, 12], ids=lambda v: f"Fetch-v{v}")
+@settings(max_examples=10, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 100, 32 * 1024 - 1, 32 * 1024, 300_000]), min_size=1, max_size=4))
+def test_large_records_are_framed_like_kio(version: int, sizes: list[int]) -> None:
+    """Record batches from 32 KiB up are kept out of the growing buffer (one copy at the end):
+    the frame is still kio's, byte for byte, around and between them."""
+    partitions = [{"partition_index": i, "error_code": 0, "high_watermark": 10 + i, "last_stable_offset": 10,
+                   "log_start_offset": 0, "preferred_read_replica": -1, "aborted_transactions": None,
+                   "records": bytes([i + 1]) * size} for i, size in enumerate(sizes)]
+    reply = {"throttle_time": 0, "error_code": 0, "session_id": 0,
+             "responses": [{"topic": "t", "partitions": partitions}]}
+    request = request_of((1, version))
+    frame = encode_reply(request, reply, fast=True)
+    assert frame == encode_reply(request, reply, fast=False)
+    spec = API_SPECS[1, version]
+    body, _size = entity_reader(spec.response_type)(frame, 8 + (1 if spec.response_header_version else 0))
+    assert [bytes(p.records) for p in body.responses[0].partitions] == [p["records"] for p in partitions]
