@@ -87,6 +87,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import platform
 import shutil
@@ -114,6 +115,7 @@ import _tansu
 from _machine import cpu_seconds, machine_load, read_collapsed
 from _replication import report_replication, run_replication
 from _share import report_share, share_rounds
+from _wire import FAST_PATH_ENV, report_wire, run_wire
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -153,6 +155,9 @@ CONSUMER: dict[str, Any] = {
 }
 
 
+STATS: dict[str, Any] = {"statistics.interval.ms": 250}
+
+
 # -- brokers ---------------------------------------------------------------------------------
 
 
@@ -164,8 +169,19 @@ class Target:
     stop: Callable[[], object]
 
 
-def start_streamkit(data_dir: Path, name: str = "streamkit") -> tuple[Target, BrokerProcess]:
-    broker = BrokerProcess(data_dir).start()
+def start_streamkit(data_dir: Path, name: str = "streamkit",
+                    env: dict[str, str] | None = None) -> tuple[Target, BrokerProcess]:
+    """A streamkit broker process; ``env``: environment variables it starts with."""
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        broker = BrokerProcess(data_dir).start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     assert broker.process is not None
     return Target(name, broker.bootstrap, broker.process.pid, broker.stop), broker
 
@@ -513,6 +529,12 @@ class Latency:
     rate: float  # achieved, records/s
     samples: list[int] = field(default_factory=list)  # ns
     lost: int = 0
+    broker_cpu: float = float("nan")  # CPU seconds of the broker process over the run
+    requests: int = 0  # requests the two clients sent it (librdkafka's statistics, "tx")
+
+    @property
+    def cpu_us_per_request(self) -> float:
+        return self.broker_cpu / self.requests * 1e6 if self.requests else float("nan")
 
     def pct(self, q: float) -> float:
         """The q-quantile in ms (nearest rank)."""
@@ -529,7 +551,17 @@ def latency_run(
     samples: list[int] = []
     received = [0]
     stop = threading.Event()
-    consumer = Consumer({"bootstrap.servers": target.bootstrap, **CONSUMER})
+    stats: dict[str, int] = {}
+
+    def on_stats(client: str) -> Callable[[str], None]:
+        def record(text: str) -> None:
+            # Requests sent to every broker connection (bootstrap and node alike).
+            stats[client] = sum(int(b.get("tx", 0)) for b in json.loads(text).get("brokers", {}).values())
+        return record
+
+    cpu0 = cpu_seconds(target.pid)
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, **CONSUMER, **STATS,
+                         "stats_cb": on_stats("consumer")})
     consumer.assign([TopicPartition(topic, 0, 0)])
 
     def consume() -> None:
@@ -548,7 +580,8 @@ def latency_run(
 
     thread = threading.Thread(target=consume, name="latency-consumer", daemon=True)
     thread.start()
-    producer = Producer({"bootstrap.servers": target.bootstrap, **PRODUCER, "linger.ms": linger_ms})
+    producer = Producer({"bootstrap.servers": target.bootstrap, **PRODUCER, **STATS, "linger.ms": linger_ms,
+                         "stats_cb": on_stats("producer")})
     producer.list_topics(topic, 30)
     time.sleep(0.2)  # let the consumer connect and start its (long-poll) fetch
     pad = bytes(VALUE_SIZE - 9)
@@ -572,11 +605,15 @@ def latency_run(
     deadline = time.monotonic() + 10
     while received[0] < total and time.monotonic() < deadline:
         time.sleep(0.01)
+    # One more statistics interval, so that both clients' last counts include every request.
+    time.sleep(STATS["statistics.interval.ms"] * 2 / 1000)
+    producer.poll(0)
+    broker_cpu = cpu_seconds(target.pid) - cpu0
     stop.set()
     thread.join(5)
     consumer.close()
     samples.sort()
-    return Latency(total / elapsed, samples, total - received[0])
+    return Latency(total / elapsed, samples, total - received[0], broker_cpu, sum(stats.values()))
 
 
 # -- profiling (optional) --------------------------------------------------------------------
@@ -754,8 +791,15 @@ def main() -> int:
     parser.add_argument(
         "--latency-linger",
         type=lambda v: [int(x) for x in v.split(",")],
-        default=[0, 1, 5],
-        help="producer linger.ms values for the latency runs (default 0,1,5)",
+        default=None,
+        help="producer linger.ms values for the latency runs (default 0,1,5; with --latency 0)",
+    )
+    parser.add_argument(
+        "--latency",
+        action="store_true",
+        help="run only the request-path comparison: latency (linger.ms=0 unless "
+        "--latency-linger), broker CPU per request and throughput of the default broker "
+        "against one with STREAMKIT_BROKER_FAST_PATH=0 (and Tansu); see _wire.py",
     )
     parser.add_argument(
         "--transactions-only",
@@ -802,6 +846,8 @@ def main() -> int:
         help="py-spy the streamkit broker in round 1 and print its hottest functions",
     )
     args = parser.parse_args()
+    if args.latency_linger is None:
+        args.latency_linger = [0] if args.latency else [0, 1, 5]
 
     work = Path(tempfile.mkdtemp(prefix="broker-bench-", dir=args.data_dir))
     cleanups: list[Callable[[], object]] = []
@@ -854,6 +900,10 @@ def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], obje
         report_share(args.share_records, run_share(sk, args))
         print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
         return 0
+    if args.latency:
+        wire_only(args, work, cleanups)
+        print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
+        return 0
     if args.rebalance_only:
         report_rebalance(rebalance_rounds(work, args.trials, args.rebalance_members))
         print(f"\n(total {time.perf_counter() - t_begin:.0f} s; machine after: {machine_load()})")
@@ -878,22 +928,9 @@ def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], obje
     sk, sk_proc = start_streamkit(work / "streamkit")
     cleanups.append(sk_proc.stop)
     targets = [sk]
-    tansu: Target | None = None
-    tansu_why = "--skip-tansu"
-    if not args.skip_tansu:
-        try:
-            binary = _tansu.ensure_tansu()
-            tp = _tansu.TansuProcess(binary, work / "tansu.log").start()
-            cleanups.append(tp.stop)
-            tansu = Target("tansu", tp.bootstrap, tp.pid, tp.stop)
-            targets.append(tansu)
-            version = subprocess.run(
-                [str(binary), "--version"], capture_output=True, text=True
-            ).stdout.strip()
-            print(f"tansu: {version}: {' '.join(tp.command)}")
-        except Exception as exc:
-            tansu_why = f"Tansu unavailable: {exc}"
-            print(f"! {tansu_why}; continuing with streamkit only")
+    tansu, tansu_why = start_tansu(args, work, cleanups)
+    if tansu is not None:
+        targets.append(tansu)
     print(f"streamkit: {sk.bootstrap} (pid {sk.pid})")
 
     # 2. throughput
@@ -954,6 +991,42 @@ def bench(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], obje
         "on a shared machine compare the CPU-s per M records rows, not only the rates)"
     )
     return 0
+
+
+def start_tansu(args: argparse.Namespace, work: Path,
+                cleanups: list[Callable[[], object]]) -> tuple[Target | None, str]:
+    """Tansu, or None and why not."""
+    if args.skip_tansu:
+        return None, "--skip-tansu"
+    try:
+        binary = _tansu.ensure_tansu()
+        tp = _tansu.TansuProcess(binary, work / "tansu.log").start()
+        cleanups.append(tp.stop)
+        version = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True
+        ).stdout.strip()
+        print(f"tansu: {version}: {' '.join(tp.command)}")
+        return Target("tansu", tp.bootstrap, tp.pid, tp.stop), ""
+    except Exception as exc:
+        why = f"Tansu unavailable: {exc}"
+        print(f"! {why}; continuing with streamkit only")
+        return None, why
+
+
+def wire_only(args: argparse.Namespace, work: Path, cleanups: list[Callable[[], object]]) -> None:
+    """``--latency``: the request path, default broker against the generic path (and Tansu)."""
+    sk, sk_proc = start_streamkit(work / "streamkit")
+    cleanups.append(sk_proc.stop)
+    generic, generic_proc = start_streamkit(work / "generic", "generic", {FAST_PATH_ENV: "0"})
+    cleanups.append(generic_proc.stop)
+    print(f"streamkit: {sk.bootstrap} (pid {sk.pid}); generic ({FAST_PATH_ENV}=0): "
+          f"{generic.bootstrap} (pid {generic.pid})")
+    targets = [sk, generic]
+    tansu, _why = start_tansu(args, work, cleanups)
+    if tansu is not None:
+        targets.append(tansu)
+    lat, runs = run_wire(args, latency_run, throughput_rounds, create_topic, delete_topic, targets)
+    report_wire(args, lat, runs, [t.name for t in targets])
 
 
 def prefill_partition(directory: Path, size: int) -> tuple[int, float]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["build", "fields_of"]
+__all__ = ["build", "field_converter", "fields_of"]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 Convert = Callable[[Any], Any]
@@ -119,3 +119,8 @@ def build(cls: type, data: Mapping[str, Any]) -> Any:
     """An instance of the kio dataclass ``cls`` from ``data`` (see the module doc)."""
     kwargs = {name: convert(data[name]) for name, convert in _plan(cls) if name in data}
     return cls(**kwargs)
+
+
+def field_converter(cls: type, name: str) -> Convert:
+    """How build() turns a plain value of field ``name`` of ``cls`` into kio's value."""
+    return dict(_plan(cls))[name]

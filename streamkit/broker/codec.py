@@ -30,6 +30,9 @@ from kio.serial.writers import Writer
 from kio.static.primitive import i16, i32Timedelta
 from kio.static.protocol import RequestPayload, ResponsePayload
 
+from streamkit.broker.build import build
+from streamkit.broker.compiled_codec import Encoder, compile_encoder, encode_frame
+from streamkit.broker.compiled_guard import compile_guard
 from streamkit.broker.errors import ErrorCode
 from streamkit.broker.guard import Buf, GuardError, Skip, body_guard, read_uvarint
 from streamkit.broker.legacy_produce import (
@@ -44,6 +47,7 @@ __all__ = [
     "API_SPECS",
     "API_VERSIONS_KEY",
     "DEFAULT_MAX_REQUEST_SIZE",
+    "FAST_PATH_APIS",
     "MIN_REQUEST_SIZE",
     "SUPPORTED_VERSIONS",
     "ApiSpec",
@@ -57,6 +61,7 @@ __all__ = [
     "api_versions_response",
     "decode_request",
     "disposition",
+    "encode_reply",
     "encode_response",
     "get_spec",
     "response_type_for",
@@ -128,6 +133,11 @@ SUPPORTED_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     91: (0, 0),  # AlterShareGroupOffsets
     92: (0, 0),  # DeleteShareGroupOffsets
 }
+
+# The APIs every client sends all the time, whose responses are encoded by code compiled
+# from their kio schemas (streamkit.broker.compiled_codec) rather than by build() + kio's
+# writer: Produce, Fetch, ListOffsets, Metadata, Heartbeat.
+FAST_PATH_APIS: Final = frozenset({0, 1, 2, 3, 12})
 
 # What every ApiVersions answer lists (each version's reply and the v0 UNSUPPORTED_VERSION
 # fallback alike): SUPPORTED_VERSIONS, except that Produce is listed from v0. Apache Kafka
@@ -201,6 +211,10 @@ class ApiSpec:
     response_type: type[ResponsePayload]
     response_header_version: int  # 0 or 1; always 0 for ApiVersions
     response_writer: Writer[Any]
+    # FAST_PATH_APIS only: (from a handler's plain reply, from a kio object) encoders, and
+    # request_guard compiled to straight-line code (streamkit.broker.compiled_guard).
+    compiled: tuple[Encoder, Encoder] | None = None
+    compiled_guard: Skip | None = None
 
 
 def _build_specs() -> dict[tuple[int, int], ApiSpec]:
@@ -227,6 +241,8 @@ def _build_specs() -> dict[tuple[int, int], ApiSpec]:
                 response_type=response_type,
                 response_header_version=response_header_version,
                 response_writer=entity_writer(response_type),
+                compiled=compile_encoder(response_type) if api_key in FAST_PATH_APIS else None,
+                compiled_guard=compile_guard(request_type) if api_key in FAST_PATH_APIS else None,
             )
     return specs
 
@@ -288,17 +304,18 @@ def _skip_header_tags(frame: Buf, pos: int, end: int) -> int:
     return pos
 
 
-def decode_request(frame: Buf) -> Request:
+def decode_request(frame: Buf, fast: bool = True) -> Request:
     """Decode one frame (header + body, *without* the 4-byte length prefix).
 
     ``frame`` must be ``bytes`` or a read-only memoryview (kio refuses writable buffers).
-    Raises :class:`DecodeError` for anything malformed.
+    Raises :class:`DecodeError` for anything malformed. With ``fast`` the FAST_PATH_APIS'
+    bodies are pre-scanned by their compiled guards (the same checks, see
+    :mod:`streamkit.broker.compiled_guard`); kio's native reader decodes every body.
     """
     end = len(frame)
     if end < MIN_REQUEST_SIZE:
         raise DecodeError(f"request of {end} bytes is shorter than a request header")
     api_key, api_version, correlation_id = _FIXED_HEADER.unpack_from(frame, 0)
-    ids = {"api_key": api_key, "api_version": api_version, "correlation_id": correlation_id}
     spec = API_SPECS.get((api_key, api_version))
     try:
         client_id, pos = _read_client_id(frame, 8, end)
@@ -309,20 +326,27 @@ def decode_request(frame: Buf) -> Request:
             return Request(api_key, api_version, correlation_id, client_id, legacy, end, False)
         if spec.request_header_version >= 2:
             pos = _skip_header_tags(frame, pos, end)
-        body_end = spec.request_guard(frame, pos, end)
+        guard = spec.compiled_guard if fast and spec.compiled_guard is not None else spec.request_guard
+        body_end = guard(frame, pos, end)
     except GuardError as exc:
-        raise DecodeError(f"malformed request: {exc}", **ids) from exc
+        raise DecodeError(f"malformed request: {exc}", **_ids(api_key, api_version, correlation_id)) from exc
     # Bytes after a complete body are ignored, as Kafka's parser does: librdkafka 2.x sends
     # three extra bytes after some Metadata v12 requests, and Kafka accepts them.
     try:
         body, consumed = spec.request_reader(frame, pos)
     except Exception as exc:  # kio raises DecodeError, ValueError, KeyError, UnicodeError...
         raise DecodeError(
-            f"kio failed to decode {spec.name} v{api_version}: {exc!r}", **ids
+            f"kio failed to decode {spec.name} v{api_version}: {exc!r}",
+            **_ids(api_key, api_version, correlation_id),
         ) from exc
     if pos + consumed != body_end:  # cannot happen if the guard mirrors kio; cheap to check
-        raise DecodeError(f"kio consumed {consumed} of {body_end - pos} body bytes", **ids)
+        raise DecodeError(f"kio consumed {consumed} of {body_end - pos} body bytes",
+                          **_ids(api_key, api_version, correlation_id))
     return Request(api_key, api_version, correlation_id, client_id, body, end, True)
+
+
+def _ids(api_key: int, api_version: int, correlation_id: int) -> dict[str, int]:
+    return {"api_key": api_key, "api_version": api_version, "correlation_id": correlation_id}
 
 
 class Disposition(enum.Enum):
@@ -383,6 +407,29 @@ def encode_response(request: Request, body: ResponsePayload) -> bytes:
             f"{spec.response_type.__qualname__}, got {type(body).__module__}.{type(body).__qualname__}"
         )
     return _encode(request.correlation_id, spec.response_header_version, spec.response_writer, body)
+
+
+def encode_reply(request: Request, reply: Mapping[str, Any], fast: bool = True) -> bytes:
+    """The size-prefixed response frame for ``request`` from a handler's reply: its plain
+    data (see :mod:`streamkit.broker.build`), or a kio object under ``"__body__"``.
+
+    With ``fast`` (and a request of FAST_PATH_APIS) the compiled encoder writes it; else
+    ``build`` + :func:`encode_response`. Both give the same bytes.
+    """
+    spec = API_SPECS.get((request.api_key, request.api_version))
+    if spec is None:
+        raise LocalProtocolError(
+            f"cannot answer unsupported api {request.api_key} v{request.api_version}"
+        )
+    body = reply.get("__body__")
+    if not fast or spec.compiled is None:
+        return encode_response(request, body or build(spec.response_type, reply))
+    from_plain, from_kio = spec.compiled
+    if body is None:
+        return encode_frame(request.correlation_id, spec.response_header_version, from_plain, reply)
+    if type(body) is not spec.response_type:
+        return encode_response(request, body)  # raises LocalProtocolError, naming both types
+    return encode_frame(request.correlation_id, spec.response_header_version, from_kio, body)
 
 
 def api_versions_response(

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from kio.static.protocol import ResponsePayload
 
@@ -25,6 +26,7 @@ from streamkit.broker.codec import (
     LocalProtocolError,
     Request,
     decode_request,
+    encode_reply,
     encode_response,
     unsupported_api_versions_response,
     unsupported_produce_response,
@@ -38,9 +40,11 @@ _SIZE: Final = struct.Struct(">i")
 class Connection:
     """The broker side of one client connection (sans-IO)."""
 
-    def __init__(self, max_request_size: int = DEFAULT_MAX_REQUEST_SIZE) -> None:
+    def __init__(self, max_request_size: int = DEFAULT_MAX_REQUEST_SIZE, fast_path: bool = True) -> None:
         """``max_request_size`` is Kafka's ``socket.request.max.bytes``: the largest length
-        prefix accepted (header + body, excluding the prefix itself)."""
+        prefix accepted (header + body, excluding the prefix itself). ``fast_path`` uses the
+        compiled codecs of the hot APIs (off: kio's generic ones, the same bytes)."""
+        self.fast_path = fast_path
         if max_request_size < MIN_REQUEST_SIZE:
             raise ValueError(f"max_request_size must be at least {MIN_REQUEST_SIZE}")
         self.max_request_size = max_request_size
@@ -88,7 +92,7 @@ class Connection:
                 whole[4 : 4 + size] as part,
                 part.toreadonly() as frame,
             ):
-                request = decode_request(frame)
+                request = decode_request(frame, self.fast_path)
         except FrameError as exc:
             self._error = exc
             raise
@@ -140,6 +144,13 @@ class Connection:
     def encode_response(self, request: Request, body: ResponsePayload) -> bytes:
         """The response frame for the oldest pending request (see codec.encode_response)."""
         data = encode_response(request, body)  # validate before consuming the slot
+        self._complete(request)
+        return data
+
+    def encode_reply(self, request: Request, reply: Mapping[str, Any]) -> bytes:
+        """The response frame for the oldest pending request, from a handler's reply (see
+        codec.encode_reply)."""
+        data = encode_reply(request, reply, self.fast_path)
         self._complete(request)
         return data
 

@@ -49,7 +49,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-__all__ = ["Buf", "GuardError", "Skip", "body_guard"]
+__all__ = ["FIXED_SIZES", "Buf", "GuardError", "Skip", "body_guard", "read_uvarint", "skip_legacy_sized"]
 
 Buf: TypeAlias = bytes | memoryview
 Skip: TypeAlias = Callable[[Buf, int, int], int]
@@ -64,7 +64,7 @@ _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
 
 # Wire sizes of kio's fixed-size kafka_types (nullable datetime_i64 is -1 for null).
-_FIXED_SIZES: Final[dict[str, int]] = {
+FIXED_SIZES: Final[dict[str, int]] = {
     "int8": 1,
     "uint8": 1,
     "bool": 1,
@@ -129,28 +129,32 @@ def _compact_string(nullable: bool) -> Skip:
     return skip
 
 
-def _legacy_sized(length: struct.Struct, nullable: bool) -> Skip:
+def skip_legacy_sized(buf: Buf, pos: int, end: int, length: struct.Struct, nullable: bool) -> int:
+    """Skip a legacy string or bytes: an int16/int32 ``length`` (-1 = null when ``nullable``)."""
     width = length.size
+    if pos + width > end:
+        raise GuardError(f"truncated length at byte {pos}")
+    n: int = length.unpack_from(buf, pos)[0]
+    pos += width
+    if n < 0:
+        if n == -1 and nullable:
+            return pos
+        raise GuardError(f"invalid length {n} at byte {pos - width}")
+    if n > end - pos:
+        raise GuardError(f"value of {n} bytes at byte {pos}, {end - pos} left")
+    return pos + n
 
+
+def _legacy_sized(length: struct.Struct, nullable: bool) -> Skip:
     def skip(buf: Buf, pos: int, end: int) -> int:
-        if pos + width > end:
-            raise GuardError(f"truncated length at byte {pos}")
-        n: int = length.unpack_from(buf, pos)[0]
-        pos += width
-        if n < 0:
-            if n == -1 and nullable:
-                return pos
-            raise GuardError(f"invalid length {n} at byte {pos - width}")
-        if n > end - pos:
-            raise GuardError(f"value of {n} bytes at byte {pos}, {end - pos} left")
-        return pos + n
+        return skip_legacy_sized(buf, pos, end, length, nullable)
 
     return skip
 
 
 def _primitive(kafka_type: str, flexible: bool, optional: bool) -> _Kind:
     """Mirror of kio's ``primitive_kind_from_kafka`` (wire format per kafka_type)."""
-    size = _FIXED_SIZES.get(kafka_type)
+    size = FIXED_SIZES.get(kafka_type)
     if size is not None:
         return _Kind(_fixed(size), size, size)
     if kafka_type in ("string", "bytes", "records"):

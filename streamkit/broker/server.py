@@ -3,7 +3,10 @@ periodic work, and shuts down cleanly.
 
 Each connection is one loop around the sans-IO ``Connection``: bytes in, requests out,
 handled one at a time in order (as Kafka does per connection, so responses stay in request
-order), responses written back. A protocol violation closes only that connection.
+order), responses written back. A protocol violation closes only that connection. On the
+fast path (the default; ``STREAMKIT_BROKER_FAST_PATH=0`` turns it off) a PLAINTEXT
+connection is an :class:`~streamkit.broker.inline.InlineConnection` that runs the same
+answers from the socket's read callback; TLS and SASL connections are tasks.
 
 Every listener of ``listeners`` is bound; a TLS listener upgrades each connection with its
 current certificates (reloaded when their files change), and a SASL listener accepts only
@@ -17,6 +20,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import re
 import ssl
 import uuid
@@ -48,6 +52,7 @@ from streamkit.broker.group.group import GroupSettings
 from streamkit.broker.group.runtime import GroupRuntime
 from streamkit.broker.group_configs import GroupConfigStore
 from streamkit.broker.handlers import HANDLERS
+from streamkit.broker.inline import InlineConnection, Output
 from streamkit.broker.internal_store import InternalStore
 from streamkit.broker.markers import MarkerAppender
 from streamkit.broker.memory import RequestMemory
@@ -85,7 +90,7 @@ from streamkit.log.manager import LogManager
 from streamkit.log.partition import wall_clock_ms
 from streamkit.tasks import cancel_and_wait
 
-__all__ = ["Broker"]
+__all__ = ["FAST_PATH_ENV", "Broker", "fast_path_enabled"]
 
 log = logging.getLogger(__name__)
 
@@ -95,22 +100,40 @@ _YIELD_EVERY = 32
 _SHARE_TICK_MS = 200
 _TLS_HANDSHAKE_TIMEOUT_S = 10.0
 _JWKS_CHECK_S = 1.0
+# STREAMKIT_BROKER_FAST_PATH=0 answers every request through kio's generic codecs: the
+# baseline broker_bench.py --latency measures the compiled codecs against, and the path the
+# tests run both ways.
+FAST_PATH_ENV = "STREAMKIT_BROKER_FAST_PATH"
+# Answered inline without ever waiting (Metadata, ListOffsets, Heartbeat); their responses
+# join the connection's pending output. A Fetch may long-poll and a Produce with acks=all
+# may wait for replication, so the output is flushed before those and every other API.
+_NEVER_WAIT = frozenset({2, 3, 12})
+
+
+def fast_path_enabled() -> bool:
+    """Whether the compiled codecs serve the hot APIs (``STREAMKIT_BROKER_FAST_PATH``)."""
+    return os.environ.get(FAST_PATH_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 class _Peer:
     """One connection's identity: its listener, address and principal."""
 
-    __slots__ = ("host", "listener", "principal", "session")
+    __slots__ = ("_client", "host", "listener", "principal", "session")
 
     def __init__(self, listener: ListenerSecurity, host: str, principal: str, session: SaslSession | None) -> None:
         self.listener = listener
         self.host = host
         self.principal = principal
         self.session = session
+        self._client: ClientInfo | None = None
 
     def client(self, request: Request) -> ClientInfo:
         principal = self.session.principal if self.session is not None else self.principal
-        return ClientInfo(request.client_id or "", self.host, principal, self.listener.name)
+        client_id = request.client_id or ""
+        known = self._client  # the same for every request of a connection, almost always
+        if known is None or known.client_id != client_id or known.principal != principal:
+            known = self._client = ClientInfo(client_id, self.host, principal, self.listener.name)
+        return known
 
 
 def _partitions(topics: TopicManager, topic: str, configured: int) -> int:
@@ -147,8 +170,11 @@ class Broker:
     """A single-node Kafka-protocol broker over streamkit's partition log."""
 
     def __init__(self, data_dir: Path | str, config: BrokerConfig | None = None,
-                 host: str = "127.0.0.1", port: int = 9092) -> None:
+                 host: str = "127.0.0.1", port: int = 9092, fast_path: bool | None = None) -> None:
+        """``fast_path``: compiled codecs and coalesced writes for the hot APIs (default:
+        on unless ``STREAMKIT_BROKER_FAST_PATH=0``)."""
         self.data_dir = Path(data_dir)
+        self.fast_path = fast_path_enabled() if fast_path is None else fast_path
         self.config = config or BrokerConfig()
         self.host = host
         self.requested_port = port
@@ -159,6 +185,7 @@ class Broker:
         self._jwks: dict[str, JwksValidator] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._connections: set[asyncio.Task[None]] = set()
+        self._inline: set[InlineConnection] = set()  # PLAINTEXT connections on the fast path
         self.memory = RequestMemory(self.config.queued_max_request_bytes, _READ_SIZE)
         self._dir_lock = DirectoryLock(self.data_dir)
         self._metrics_http: HttpServer | None = None
@@ -221,8 +248,13 @@ class Broker:
                 host, port = self.host, self.requested_port
             else:
                 host, port = endpoints[sec.name].host or "0.0.0.0", endpoints[sec.name].port
-            server = await asyncio.start_server(functools.partial(self._serve, sec), host, port,
-                                                limit=_READ_SIZE, reuse_address=True, start_serving=False)
+            if self.fast_path and not sec.tls and not sec.sasl:
+                server = await asyncio.get_running_loop().create_server(
+                    functools.partial(self._inline_connection, sec), host, port, reuse_address=True,
+                    start_serving=False)
+            else:
+                server = await asyncio.start_server(functools.partial(self._serve, sec), host, port,
+                                                    limit=_READ_SIZE, reuse_address=True, start_serving=False)
             self._servers[sec.name] = server
             if i == 0:
                 self._server = server
@@ -464,7 +496,11 @@ class Broker:
         if self._metrics_http is not None:
             await self._metrics_http.stop()
             self._metrics_http = None
-        await cancel_and_wait([*self._tasks, *self._connections])
+        inline = list(self._inline)
+        for connection in inline:
+            connection.close()
+        await cancel_and_wait([*self._tasks, *self._connections,
+                               *(c.task for c in inline if c.task is not None)])
         self._tasks.clear()
         if self.state is not None:
             await self.state.groups.stop()
@@ -522,6 +558,10 @@ class Broker:
 
     # -- connections -----------------------------------------------------------------------
 
+    def _inline_connection(self, listener: ListenerSecurity) -> InlineConnection:
+        return InlineConnection(self._answer, lambda host: _Peer(listener, host, "User:ANONYMOUS", None),
+                                self.memory, self.config.socket_request_max_bytes, self._inline, _YIELD_EVERY)
+
     async def _serve(self, listener: ListenerSecurity, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -534,14 +574,16 @@ class Broker:
         # an unauthenticated peer cannot make the broker buffer a huge frame.
         conn = Connection(max(min(max_request, listener.max_receive_size), MIN_REQUEST_SIZE)
                           if listener.sasl else max_request)
+        conn.fast_path = self.fast_path
         memory = self.memory
+        out = Output(writer, self.fast_path)
         try:
             peer = await self._peer(listener, host, writer)
             if peer is None:
                 return
             while True:
                 # Back-pressure: no read until the request memory budget has room.
-                data = await reader.read(await memory.reserve(conn))
+                data = await reader.read(memory.try_reserve(conn) or await memory.reserve(conn))
                 if not data:
                     return
                 conn.receive_data(data)
@@ -551,21 +593,21 @@ class Broker:
                     if peer.session is not None and peer.session.raw_tokens:
                         if (token := conn.next_frame()) is None:
                             break
-                        if not await self._raw_token(conn, token, writer, peer):
+                        if not await self._raw_token(conn, token, out, peer):
                             return
                         continue
                     if (request := conn.next_request()) is None:
                         break
-                    if not await self._answer(conn, request, writer, peer):
+                    if not await self._answer(conn, request, out, peer):
                         return
                     handled += 1
                     if handled % _YIELD_EVERY == 0:
                         # A client pipelining many small requests must not starve the other
                         # connections (or the long-polling fetches waiting for its appends).
-                        await writer.drain()
+                        await out.drain()
                         await asyncio.sleep(0)
                 memory.hold(conn, conn.buffered, completed=handled > 0)
-                await writer.drain()
+                await out.drain()
         except FrameError as exc:
             log.warning("closing connection from %s: %s", host, exc)
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -575,6 +617,8 @@ class Broker:
             # asyncio's stream server from logging the cancellation as an error.
             pass
         finally:
+            with contextlib.suppress(Exception):
+                out.flush()  # what was answered before a close still goes out
             memory.release(conn)
             self._connections.discard(task)
             writer.close()
@@ -599,7 +643,20 @@ class Broker:
             session = SaslSession(listener, self.state.scram, jwks=self._jwks.get(listener.name))
         return _Peer(listener, host, principal, session)
 
-    async def _answer(self, conn: Connection, request: Request, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
+    def _may_wait(self, request: Request) -> bool:
+        """Whether this request's handler may suspend (long-poll, replication, a quota's
+        mute): the output pending before it is flushed first, so that nothing answered
+        waits behind it."""
+        assert self.state is not None
+        if self.state.quotas is not None and self.state.quotas.active:
+            return True
+        if request.api_key in _NEVER_WAIT:
+            return False
+        if request.api_key == 0:
+            return self.state.cluster is not None and int(request.body.acks) == -1
+        return True
+
+    async def _answer(self, conn: Connection, request: Request, writer: Output, peer: _Peer) -> bool:
         """Handle one request; False means close the connection."""
         host = peer.host
         kind = disposition(request)
@@ -626,13 +683,14 @@ class Broker:
         if handler is None:
             log.warning("no handler for api %d; closing connection from %s", request.api_key, host)
             return False
+        if not writer.coalesce or self._may_wait(request):
+            writer.flush()
         try:
             reply = await handler(self.state, request, peer.client(request))
             if reply is None:
                 conn.discard(request)
                 return True
-            body = reply.get("__body__") or build(response_type_for(request), reply)
-            writer.write(conn.encode_response(request, body))
+            writer.write(conn.encode_reply(request, reply))
             if mute_ms := reply.get(MUTE_MS, 0):
                 # A client over its quota: answered, then nothing more is read from it for
                 # the throttle time (Kafka mutes the channel, KIP-219).
@@ -646,7 +704,7 @@ class Broker:
             return self._answer_failure(conn, request, writer, host)
         return True
 
-    async def _sasl(self, conn: Connection, request: Request, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
+    async def _sasl(self, conn: Connection, request: Request, writer: Output, peer: _Peer) -> bool:
         """SaslHandshake / SaslAuthenticate. A refused mechanism or a failed login is
         answered with its error (after connection.failed.authentication.delay.ms for a
         failed login), then the connection closes, as in Kafka."""
@@ -681,7 +739,7 @@ class Broker:
             conn.max_request_size = self.config.socket_request_max_bytes
         return True
 
-    async def _raw_token(self, conn: Connection, token: bytes, writer: asyncio.StreamWriter, peer: _Peer) -> bool:
+    async def _raw_token(self, conn: Connection, token: bytes, writer: Output, peer: _Peer) -> bool:
         """A bare SASL token (after SaslHandshake v0): its answer goes back bare; a failed
         login closes the connection (v0 has no way to carry the error)."""
         session = peer.session
@@ -703,7 +761,7 @@ class Broker:
         await asyncio.sleep(peer.listener.failed_authentication_delay_ms / 1000)
 
     @staticmethod
-    def _answer_failure(conn: Connection, request: Request, writer: asyncio.StreamWriter, host: str) -> bool:
+    def _answer_failure(conn: Connection, request: Request, writer: Output, host: str) -> bool:
         """A handler bug costs the client one request, not its connection: answer with
         UNKNOWN_SERVER_ERROR wherever the response has an error code (Kafka does the same)."""
         # A Produce with acks=0 expects no response at all: closing is the only signal left

@@ -13,20 +13,24 @@ TopicPartition = tuple[str, int]
 
 class AppendWaiters:
     def __init__(self) -> None:
-        self._waiting: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._waiting: dict[TopicPartition, set[asyncio.Future[bool]]] = {}
 
     async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
-        """Wait for an append to any of ``partitions``; False on timeout."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Wait for an append to any of ``partitions``; False on timeout.
+
+        The waiting task awaits the future itself, with a timer that resolves it: an append
+        wakes it in the next turn of the loop (``asyncio.wait_for`` would add a hop).
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
         keys = list(partitions)
         for tp in keys:
             self._waiting.setdefault(tp, set()).add(future)
+        timer = loop.call_later(max(0.0, timeout_s), _resolve, future, False)
         try:
-            await asyncio.wait_for(future, timeout_s)
-            return True
-        except TimeoutError:
-            return False
+            return await future
         finally:
+            timer.cancel()
             for tp in keys:
                 waiters = self._waiting.get(tp)
                 if waiters is not None:
@@ -38,9 +42,13 @@ class AppendWaiters:
         waiters = self._waiting.pop(tp, None)
         if waiters:
             for future in waiters:
-                if not future.done():
-                    future.set_result(None)
+                _resolve(future, True)
 
     def notify_all(self) -> None:
         for tp in list(self._waiting):
             self.notify(tp)
+
+
+def _resolve(future: asyncio.Future[bool], appended: bool) -> None:
+    if not future.done():
+        future.set_result(appended)

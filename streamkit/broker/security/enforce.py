@@ -531,16 +531,26 @@ _ALL_GROUP_OPS = _all_operations(ResourceType.GROUP)
 _ALL_CLUSTER_OPS = _all_operations(ResourceType.CLUSTER)
 
 
+# The APIs whose requests can ask for authorized operations (KIP-430): Metadata,
+# DescribeGroups, DescribeCluster, ConsumerGroupDescribe, ShareGroupDescribe.
+_ASK_OPERATIONS = frozenset({3, 15, 60, 69, 77})
+
+
 def _open_operations(req: Request, reply: Reply) -> Reply:
-    if reply is None or "__body__" in reply:
+    if reply is None or req.api_key not in _ASK_OPERATIONS or "__body__" in reply:
         return reply
     body = req.body
+    topics = req.api_key == 3 and field(body, "include_topic_authorized_operations", False)
+    cluster = field(body, "include_cluster_authorized_operations", False)
+    groups = req.api_key in (15, 69, 77) and field(body, "include_authorized_operations", False)
+    if not (topics or cluster or groups):
+        return reply  # nothing asked for: no copy on the hot path
     out = dict(reply)
-    if req.api_key == 3 and field(body, "include_topic_authorized_operations", False):
+    if topics:
         out["topics"] = [{**t, "topic_authorized_operations": _ALL_TOPIC_OPS} for t in reply["topics"]]
-    if field(body, "include_cluster_authorized_operations", False):
+    if cluster:
         out["cluster_authorized_operations"] = _ALL_CLUSTER_OPS
-    if req.api_key in (15, 69, 77) and field(body, "include_authorized_operations", False):
+    if groups:
         out["groups"] = [{**g, "authorized_operations": _ALL_GROUP_OPS} for g in reply["groups"]]
     return out
 
