@@ -288,15 +288,18 @@ def _trusted_constructor(model: type[BaseModel]) -> Callable[[dict[str, Any]], B
             return None
     fields = frozenset(model.model_fields)
     new, set_attribute = model.__new__, object.__setattr__
+    # BaseModel's slots, set through their descriptors (cheaper than a setattr by name)
+    set_fields, set_extra, set_private = (vars(BaseModel)[name].__set__ for name in
+                                          ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
 
     def build(values: dict[str, Any]) -> BaseModel:
         # what model_validate leaves on an instance: the values, every field set (the
         # record has them all), no extra and no private values
         instance = new(model)
         set_attribute(instance, "__dict__", values)
-        set_attribute(instance, "__pydantic_fields_set__", set(fields))
-        set_attribute(instance, "__pydantic_extra__", None)
-        set_attribute(instance, "__pydantic_private__", None)
+        set_fields(instance, set(fields))
+        set_extra(instance, None)
+        set_private(instance, None)
         return instance
 
     return build
