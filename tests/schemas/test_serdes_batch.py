@@ -19,7 +19,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from streamkit.schemas.serdes import AvroSerde
-from streamkit.streams.codecs import CodecError
+from streamkit.streams.codecs import CodecError, raw_loads
 from streamkit.streams.topic import Topic
 from streamkit.testing import SchemaRegistryProcess
 
@@ -87,6 +87,8 @@ def test_a_batch_decodes_own_and_older_versions_into_the_model(registry: SchemaR
     own = [serde.dumps(Reading(sensor=f"s{i}", value=i / 2, note="n" if i % 2 else None)) for i in range(1, 4)]
     records = _records([older, *own, None])  # type: ignore[list-item]
 
+    # Topic.events takes the serde's batch path (not UserCodec.loads), built once per schema id
+    assert raw_loads(topic.value_codec) is serde.batch_loads() is serde.batch_loads()
     events = topic.events(records, 0)
     assert len(events) == len(records)
     # the same instances as loads, record by record: v1 records take the defaults of the
