@@ -212,4 +212,11 @@ def raw_loads(codec: Codec) -> Callable[[bytes], Any]:
         return bytes.decode
     if type(codec) is BytesCodec:
         return _identity
+    if type(codec) is UserCodec:
+        # a codec's own batch path, e.g. the registry serdes' (header checked against the
+        # schema id once, no wrapping per record)
+        batch_loads = getattr(codec.codec, "batch_loads", None)
+        if callable(batch_loads):
+            loader: Callable[[bytes], Any] = batch_loads()
+            return loader
     return codec.loads
