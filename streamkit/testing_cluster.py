@@ -136,6 +136,15 @@ class BrokerCluster:
         self._set_listener(i)
         return self.brokers[i].start(timeout_s)
 
+    def launch(self, i: int) -> BrokerProcess:
+        """Start broker ``i`` (again) and return at once; ``self[i].wait_ready()`` waits
+        until it listens (which a broker in a cluster does once registered)."""
+        if self.brokers[i].alive:
+            raise RuntimeError(f"broker {i} is already running")
+        self._set_listener(i)
+        self.brokers[i].launch()
+        return self.brokers[i]
+
     def stop(self, i: int, timeout_s: float = 60) -> int:
         """SIGTERM broker ``i`` and wait: its exit code (0 for a clean shutdown)."""
         return self.brokers[i].stop(timeout_s)

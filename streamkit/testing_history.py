@@ -273,14 +273,15 @@ def _reorderings(produces: list[Produce], positions: Mapping[str, list[Position]
 
 def _watermarks(consumer: Any, partition: Any, timeout_s: float) -> tuple[int, int]:
     """(log start, end offset) from the partition's leader. librdkafka does not retry a
-    refused query; a client does, after a leader moved (NOT_LEADER_OR_FOLLOWER), so do so
-    while the error is retriable and time remains."""
+    refused query; a client does, after a leader moved (NOT_LEADER_OR_FOLLOWER) or while a
+    new leader's high watermark has not caught up (OFFSET_NOT_AVAILABLE), so do so while
+    the error is retriable and time remains."""
     import time
 
     from confluent_kafka import KafkaError, KafkaException
 
     moved = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-             KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH}
+             KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE}
     deadline = time.monotonic() + timeout_s
     while True:
         try:

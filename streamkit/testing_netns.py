@@ -40,6 +40,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -82,11 +83,12 @@ def netns_available() -> bool:
 class Host:
     """One network namespace with one address, reached through its veth on the bridge."""
 
-    def __init__(self, name: str, namespace: str, address: str, link: str) -> None:
+    def __init__(self, name: str, namespace: str, address: str, link: str, bridge: str = "") -> None:
         self.name = name
         self.namespace = namespace
         self.address = address
         self.link = link  # the bridge end of the veth pair, in the caller's namespace
+        self.bridge = bridge
         self.is_cut = False
         self.processes: list[subprocess.Popen[Any]] = []
 
@@ -114,9 +116,21 @@ class Host:
         _ip("link", "set", self.link, "down")
         self.is_cut = True
 
-    def restore(self) -> None:
-        """Heal the partition made by ``cut``."""
+    def restore(self, timeout_s: float = 10) -> None:
+        """Heal the partition made by ``cut``: return once both ends of the link are up
+        and neither remembers the cut. Neighbour (ARP) entries that failed or were still
+        resolving while the link was down would fail the first connections after it with
+        "no route to host" (EHOSTUNREACH); they are forgotten, so the next packet resolves
+        its neighbour again over the working link."""
         _ip("link", "set", self.link, "up")
+        deadline = time.monotonic() + timeout_s
+        while not (_link_up(self.link) and _link_up("eth0", self.namespace)):
+            if time.monotonic() > deadline:
+                raise NetnsError(f"the link of {self.name} is not up {timeout_s} s after restoring it")
+            time.sleep(0.01)
+        _ip("-n", self.namespace, "neigh", "flush", "dev", "eth0")
+        if self.bridge:
+            _ip("neigh", "flush", "to", self.address, "dev", self.bridge)
         self.is_cut = False
 
     def __repr__(self) -> str:
@@ -162,7 +176,7 @@ class Network:
     def _add_host(self, index: int, name: str, address: str) -> None:
         namespace, link = f"{self.tag}-{name}", f"{self.tag}v{index}"
         _ip("netns", "add", namespace)
-        self.hosts[name] = Host(name, namespace, address, link)
+        self.hosts[name] = Host(name, namespace, address, link, self.bridge)
         _ip("link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", namespace)
         _ip("link", "set", link, "master", self.bridge)
         _ip("link", "set", link, "up")
@@ -188,6 +202,12 @@ class Network:
 
     def __exit__(self, *exc: object) -> None:
         self.destroy()
+
+
+def _link_up(link: str, namespace: str = "") -> bool:
+    """The kernel shows ``link`` operationally up (carrier on both ends of a veth)."""
+    shown = _ip(*(("-n", namespace) if namespace else ()), "-o", "link", "show", link, check=False)
+    return " state UP " in shown
 
 
 def _remove_namespace(namespace: str, kill: bool) -> None:

@@ -4,27 +4,45 @@
 driver, and returns plain ``OffsetRange`` values that Spark or Dask ship to their workers;
 a worker then reads exactly its range (``fetch.read_range``), so the result does not depend
 on what is produced while the job runs. ``split_ranges`` is pure.
+
+An offset lookup that a partition's leader cannot answer yet is asked again, with a doubling
+backoff, for up to the lookup timeout: a leader elected a moment ago answers
+OFFSET_NOT_AVAILABLE until its high watermark has caught up (KIP-207), and taking the stale
+end it would otherwise give would read a partition short.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
 import re
+import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from streamkit.analytics.options import EARLIEST, LATEST, OffsetSpec, OptionError, ReadOptions
 
 __all__ = ["Cluster", "OffsetRange", "PlanError", "consumer_config", "plan_ranges", "rate_limit", "resolve_offsets",
            "split_ranges"]
 
+log = logging.getLogger(__name__)
+
 _TIMEOUT_S = 30.0
+_RETRY_BACKOFF_S = 0.1
+_MAX_RETRY_BACKOFF_S = 1.0
+# What a partition's leader answers while it cannot give an offset yet: librdkafka refreshes
+# the leader but does not ask again itself.
+_RETRIABLE = frozenset({KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.UNKNOWN_LEADER_EPOCH,
+                        KafkaError.FENCED_LEADER_EPOCH})
 
 TP = tuple[str, int]
+_T = TypeVar("_T")
 
 
 class PlanError(RuntimeError):
@@ -129,11 +147,10 @@ class Cluster:
         under ``isolation.level=read_committed``."""
         out = {}
         for topic, partition in tps:
-            try:
-                out[(topic, partition)] = self._consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=_TIMEOUT_S, cached=False)
-            except KafkaException as exc:
-                raise PlanError(f"cannot list the offsets of {topic}-{partition}: {exc.args[0]}") from None
+            ask = functools.partial(self._consumer.get_watermark_offsets, TopicPartition(topic, partition),
+                                    timeout=_TIMEOUT_S, cached=False)
+            low, high = _retrying(f"list the offsets of {topic}-{partition}", ask)
+            out[(topic, partition)] = (int(low), int(high))
         return out
 
     def offsets_for_times(self, times: Mapping[TP, int]) -> dict[TP, int]:
@@ -141,11 +158,34 @@ class Cluster:
         if not times:
             return {}
         query = [TopicPartition(t, p, ts) for (t, p), ts in times.items()]
+
+        def look_up() -> list[TopicPartition]:
+            found: list[TopicPartition] = self._consumer.offsets_for_times(query, timeout=_TIMEOUT_S)
+            failed = next((tp.error for tp in found if tp.error is not None), None)
+            if failed is not None:
+                raise KafkaException(failed)
+            return found
+
+        return {(tp.topic, tp.partition): tp.offset for tp in _retrying("look offsets up by time", look_up)}
+
+
+def _retrying(what: str, call: Callable[[], _T]) -> _T:
+    """``call()``, asked again after a backoff while it fails with an error a leader gives
+    while it cannot answer yet (``_RETRIABLE``), until ``_TIMEOUT_S`` has passed; PlanError
+    for any other failure, or when the time is up."""
+    deadline = time.monotonic() + _TIMEOUT_S
+    backoff = _RETRY_BACKOFF_S
+    while True:
         try:
-            found = self._consumer.offsets_for_times(query, timeout=_TIMEOUT_S)
+            return call()
         except KafkaException as exc:
-            raise PlanError(f"cannot look offsets up by time: {exc.args[0]}") from None
-        return {(tp.topic, tp.partition): tp.offset for tp in found}
+            error = exc.args[0]
+            code = error.code() if isinstance(error, KafkaError) else None
+            if code not in _RETRIABLE or time.monotonic() + backoff > deadline:
+                raise PlanError(f"cannot {what}: {error}") from None
+            log.info("cannot %s yet (%s); asking again in %d ms", what, error.name(), backoff * 1000)
+        time.sleep(backoff)
+        backoff = min(backoff * 2, _MAX_RETRY_BACKOFF_S)
 
 
 def resolve_offsets(cluster: Cluster, spec: OffsetSpec, tps: list[TP], *, side: str,

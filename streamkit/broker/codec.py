@@ -11,7 +11,7 @@ import datetime
 import enum
 import io
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -217,37 +217,69 @@ class ApiSpec:
     compiled_guard: Skip | None = None
 
 
-def _build_specs() -> dict[tuple[int, int], ApiSpec]:
-    specs: dict[tuple[int, int], ApiSpec] = {}
-    for api_key, (low, high) in SUPPORTED_VERSIONS.items():
-        for version in range(low, high + 1):
-            # Raises kio.index.UnknownEntity if kio lacks the schema: fail at import.
-            request_type = load_request_schema(api_key, version)
-            response_type = load_response_schema(api_key, version)
-            header_type = request_type.__header_schema__
-            response_header_version = int(response_type.__header_schema__.__version__)
-            if api_key == API_VERSIONS_KEY and response_header_version != 0:
-                raise RuntimeError("kio: ApiVersions responses must use header v0")
-            specs[api_key, version] = ApiSpec(
-                api_key=api_key,
-                api_version=version,
-                name=request_type.__name__.removesuffix("Request"),
-                flexible=bool(request_type.__flexible__),
-                request_type=request_type,
-                request_header_type=header_type,
-                request_header_version=int(header_type.__version__),
-                request_reader=entity_reader(request_type),
-                request_guard=body_guard(request_type),
-                response_type=response_type,
-                response_header_version=response_header_version,
-                response_writer=entity_writer(response_type),
-                compiled=compile_encoder(response_type) if api_key in FAST_PATH_APIS else None,
-                compiled_guard=compile_guard(request_type) if api_key in FAST_PATH_APIS else None,
-            )
-    return specs
+def _build_spec(api_key: int, version: int) -> ApiSpec:
+    # Raises kio.index.UnknownEntity if kio lacks the schema (tests/broker/test_protocol.py
+    # builds every supported version).
+    request_type = load_request_schema(api_key, version)
+    response_type = load_response_schema(api_key, version)
+    header_type = request_type.__header_schema__
+    response_header_version = int(response_type.__header_schema__.__version__)
+    if api_key == API_VERSIONS_KEY and response_header_version != 0:
+        raise RuntimeError("kio: ApiVersions responses must use header v0")
+    return ApiSpec(
+        api_key=api_key,
+        api_version=version,
+        name=request_type.__name__.removesuffix("Request"),
+        flexible=bool(request_type.__flexible__),
+        request_type=request_type,
+        request_header_type=header_type,
+        request_header_version=int(header_type.__version__),
+        request_reader=entity_reader(request_type),
+        request_guard=body_guard(request_type),
+        response_type=response_type,
+        response_header_version=response_header_version,
+        response_writer=entity_writer(response_type),
+        compiled=compile_encoder(response_type) if api_key in FAST_PATH_APIS else None,
+        compiled_guard=compile_guard(request_type) if api_key in FAST_PATH_APIS else None,
+    )
 
 
-API_SPECS: Final[Mapping[tuple[int, int], ApiSpec]] = _build_specs()
+class _Specs(Mapping[tuple[int, int], ApiSpec]):
+    """Every supported (api_key, api_version)'s codec, built on first use: importing kio's
+    ~400 schema modules and compiling their codecs up front took most of a broker's start
+    (4.5 CPU-s; tens of seconds on a loaded machine), while a client uses a dozen versions."""
+
+    def __init__(self) -> None:
+        self._keys = [(key, version) for key, (low, high) in SUPPORTED_VERSIONS.items()
+                      for version in range(low, high + 1)]
+        self._known = frozenset(self._keys)
+        self._built: dict[tuple[int, int], ApiSpec] = {}
+
+    def __getitem__(self, key: tuple[int, int]) -> ApiSpec:
+        spec = self._built.get(key)
+        if spec is None:
+            if key not in self._known:
+                raise KeyError(key)
+            spec = self._built[key] = _build_spec(*key)
+        return spec
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._known
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def get(self, key: tuple[int, int], default: Any = None) -> Any:  # per request: no KeyError
+        spec = self._built.get(key)
+        if spec is None and key in self._known:
+            spec = self[key]
+        return default if spec is None else spec
+
+
+API_SPECS: Final[Mapping[tuple[int, int], ApiSpec]] = _Specs()
 
 
 def get_spec(api_key: int, api_version: int) -> ApiSpec | None:

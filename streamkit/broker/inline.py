@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from streamkit.broker.codec import FrameError, Request
 from streamkit.broker.framing import Connection
@@ -100,14 +100,19 @@ async def _resume(coro: Coroutine[Any, Any, Any], yielded: Any) -> Any:
             return stop.value
 
 
-def run_eagerly(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+def run_eagerly(coro: Coroutine[Any, Any, Any],
+                then: Callable[[Coroutine[Any, Any, Any]], Coroutine[Any, Any, Any]] | None = None,
+                ) -> tuple[bool, Any]:
     """Run ``coro`` until it first suspends: (True, its result) if it finished, else
-    (False, a task that runs the rest). Exceptions propagate as from a plain call."""
+    (False, a task that runs the rest, wrapped in ``then`` if given: what must follow the
+    answer runs in the same task step, not in a done callback one turn of the loop later).
+    Exceptions propagate as from a plain call."""
     try:
         yielded = coro.send(None)
     except StopIteration as stop:
         return True, stop.value
-    return False, asyncio.get_running_loop().create_task(_resume(coro, yielded))
+    rest = _resume(coro, yielded)
+    return False, asyncio.get_running_loop().create_task(rest if then is None else then(rest))
 
 
 Answer = Callable[[Connection, Request, Output, Any], Coroutine[Any, Any, bool]]
@@ -156,8 +161,8 @@ class InlineConnection(asyncio.Protocol):
     # asyncio.Protocol ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport, though not an asyncio.Transport subclass on uvloop.
+        self.transport = cast(asyncio.Transport, transport)
         address = transport.get_extra_info("peername")
         self.host = str(address[0]) if address else ""
         self.peer = self._make_peer(self.host)
@@ -212,10 +217,9 @@ class InlineConnection(asyncio.Protocol):
         handled = 0
         try:
             while (request := self.conn.next_request()) is not None:
-                done, result = run_eagerly(self._answer(self.conn, request, self.out, self.peer))
+                done, result = run_eagerly(self._answer(self.conn, request, self.out, self.peer), self._resumed)
                 if not done:
                     self._task = result
-                    result.add_done_callback(self._resumed)
                     break
                 if not result:
                     self.close()
@@ -233,13 +237,25 @@ class InlineConnection(asyncio.Protocol):
         self.out.flush()
         self._hold(completed=handled > 0)
 
-    def _resumed(self, task: asyncio.Task[Any]) -> None:
+    async def _resumed(self, rest: Coroutine[Any, Any, bool]) -> None:
+        """The rest of an answer that suspended (a long-polling Fetch woken by an append),
+        then its response written and the requests behind it answered, in the same step of
+        the task: a done callback would cost one more turn of the loop per wake-up."""
+        try:
+            keep = await rest
+        except asyncio.CancelledError:
+            self._task = None
+            self.close()  # the connection was lost, or the broker stops
+            raise
+        except Exception as exc:
+            self._task = None
+            log.error("closing connection from %s: %r", self.host, exc)
+            self.close()
+            return
         self._task = None
         if self._closed:
             return
-        if task.cancelled() or task.exception() is not None or not task.result():
-            if not task.cancelled() and task.exception() is not None:
-                log.error("closing connection from %s: %r", self.host, task.exception())
+        if not keep:
             self.close()
             return
         self.out.flush()

@@ -7,13 +7,22 @@ new coordinator, which loaded the state, and that nothing a client was told is l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import json
 import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ElectionType,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
@@ -285,6 +294,24 @@ def _leaders(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, i
     return dict(eventually(known, f"{topic}'s leaders"))
 
 
+def _lead_as_assigned(cluster: BrokerCluster, topic: str, partitions: int) -> dict[int, int]:
+    """Every partition led by its preferred replica again (ElectLeaders, as
+    kafka-leader-election does): the brokers this module's earlier tests killed came back
+    as followers, so their partitions may all be led by one broker until the controller's
+    leader rebalance (leader.imbalance.check.interval.seconds) runs."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+
+    def as_assigned() -> dict[int, int]:
+        states = partitions_of(cluster.bootstrap, topic)
+        if len(states) == partitions and all(s["leader"] == s["replicas"][0] for s in states.values()):
+            return {p: s["leader"] for p, s in states.items()}
+        with contextlib.suppress(KafkaException):  # a preferred replica not yet back in the ISR
+            admin.elect_leaders(ElectionType.PREFERRED,
+                                [TopicPartition(topic, p) for p in range(partitions)]).result(timeout=30)
+        return {}
+    return dict(eventually(as_assigned, f"{topic}'s preferred leaders"))
+
+
 def test_a_transaction_over_partitions_led_by_different_brokers(cluster: BrokerCluster) -> None:
     """Its markers go to three leaders (WriteTxnMarkers to the two that are not the
     coordinator), and its offsets to a group coordinated by another broker than the
@@ -297,7 +324,7 @@ def test_a_transaction_over_partitions_led_by_different_brokers(cluster: BrokerC
     producer = _txn_producer(cluster.bootstrap, txn_id)
     txn_coordinator = _coordinator(cluster, txn_id, TRANSACTION)
     _coordinator(cluster, "any-group")  # __consumer_offsets exists
-    offsets_leaders = _leaders(cluster, "__consumer_offsets", INTERNAL_PARTITIONS)
+    offsets_leaders = _lead_as_assigned(cluster, "__consumer_offsets", INTERNAL_PARTITIONS)
     group = next(g for g in (f"spread-group-{i}" for i in range(200))
                  if offsets_leaders[partition_for_group(g, INTERNAL_PARTITIONS)] != txn_coordinator)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,

@@ -5,14 +5,16 @@ rebalancing, and partition reassignment with replication throttles
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from typing import Any
 
 import pytest
-from confluent_kafka import ElectionType, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
+from streamkit.testing import ZooKeeperServer
 from streamkit.testing_cluster import BrokerCluster
 from streamkit.testing_history import History, full_read
 
@@ -99,3 +101,42 @@ def test_a_reassignment_moves_a_partition_under_a_throttle_and_loses_nothing(clu
     history.add_read(full_read(cluster.bootstrap, topic, final=True))
     report = history.check()
     assert report.ok, str(report)
+
+
+def test_describe_cluster_names_every_broker_and_the_controller_zookeeper_elected(
+        cluster: BrokerCluster, zookeeper: ZooKeeperServer) -> None:
+    with zookeeper.client(cluster.chroot) as client:
+        data, _stat = client.get("/controller")
+    controller = json.loads(data)["brokerid"]
+    for broker in range(3):
+        admin = AdminClient({"bootstrap.servers": cluster[broker].bootstrap})  # kept until answered
+        described = admin.describe_cluster().result(30)
+        assert described.controller.id == controller
+        assert sorted((n.id, n.port) for n in described.nodes) == sorted((b, cluster[b].port) for b in range(3))
+
+
+def test_create_partitions_gives_the_new_partitions_replicas_that_lead_and_replicate(cluster: BrokerCluster) -> None:
+    topic = "grown"
+    _create(cluster, topic, [[0, 1, 2]], {"min.insync.replicas": "2"})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.create_partitions([NewPartitions(topic, 4)]).values():
+        future.result(30)
+    eventually(lambda: len(partitions_of(cluster.bootstrap, topic)) == 4
+               and all(len(p["isr"]) == 3 and p["leader"] >= 0 for p in partitions_of(cluster.bootstrap, topic).values()),
+               "four partitions, each fully in sync")
+    grown = partitions_of(cluster.bootstrap, topic)
+    assert all(sorted(p["replicas"]) == [0, 1, 2] for p in grown.values())
+    assert {grown[p]["leader"] for p in (1, 2, 3)} == {0, 1, 2}  # the new partitions' leaders go round
+    history = History()
+    load = ProducerLoad(cluster.bootstrap, topic, history).start()
+    load.wait_acked(200)
+    load.stop()
+    assert {op.partition for op in history.produces if op.outcome == "ok"} == {0, 1, 2, 3}
+    history.add_read(full_read(cluster.bootstrap, topic, final=True))
+    report = history.check()
+    assert report.ok, str(report)
+    # Fewer partitions than it has is refused with Kafka's error.
+    [future] = admin.create_partitions([NewPartitions(topic, 2)]).values()
+    with pytest.raises(KafkaException) as refused:
+        future.result(30)
+    assert refused.value.args[0].code() == KafkaError.INVALID_PARTITIONS

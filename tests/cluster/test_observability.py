@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from streamkit.testing_cluster import BrokerCluster
 
-from .workload import create_topic, eventually, isr, leader_of
+from .workload import create_topic, eventually, isr, leader_of, wait_for_leaders
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -48,7 +48,7 @@ def metric(cluster: BrokerCluster, broker: int, name: str) -> float:
 def test_the_cli_shows_brokers_replicas_and_isr(cluster: BrokerCluster) -> None:
     created = cli("topics", "create", "shown", "-p", "2", "-r", "3", "-b", cluster.bootstrap)
     assert created.returncode == 0, created.stderr
-    eventually(lambda: leader_of(cluster.bootstrap, "shown", 1) >= 0, "leaders")
+    wait_for_leaders(cluster.bootstrap, "shown", 2)  # on every broker: the CLI may ask any
     described = cli("topics", "describe", "shown", "-b", cluster.bootstrap)
     assert described.returncode == 0, described.stderr
     rows = [[cell.strip() for cell in line.strip("│ ").split("│")] for line in described.stdout.splitlines()]

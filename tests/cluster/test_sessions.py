@@ -60,11 +60,34 @@ def test_a_leader_paused_past_its_session_stops_leading_until_confirmed(cluster:
     assert report.ok, str(report)
 
 
-def test_a_broker_restarted_before_its_session_expired_waits_for_it(cluster: BrokerCluster) -> None:
+def test_a_broker_restarted_while_its_old_registration_exists_waits_for_it(
+        cluster: BrokerCluster, zookeeper: ZooKeeperServer) -> None:
+    """A broker started again before the session of its previous life expired finds its
+    ``/brokers/ids/N`` still there: it waits and retries (it does not exit) and registers
+    once that session is gone. The previous life's node is held by the test's own session
+    (with the broker's registration), so the broker meets it however slowly it starts."""
     topic = "quick-restart"
     create_topic(cluster.bootstrap, topic, partitions=1, replication=3)
     broker = next(b for b in range(3) if b != leader_of(cluster.bootstrap, topic))
-    cluster.kill(broker)
-    cluster.start(broker, timeout_s=SESSION_S * 5)  # ready once registered: after the old session expired
-    assert "is still registered in ZooKeeper" in cluster.log_tail(broker, 200)
+    path = f"/brokers/ids/{broker}"
+    with zookeeper.client(cluster.chroot, timeout_s=SESSION_S) as previous_life:
+        registration, _stat = previous_life.get(path)
+        cluster.kill(broker)
+        eventually(lambda: previous_life.exists(path) is None, "the killed broker's session to expire",
+                   timeout=SESSION_S * 5)
+        previous_life.create(path, registration, ephemeral=True)
+        log_file = cluster[broker].log_file
+        before = log_file.stat().st_size
+
+        def this_life() -> str:  # the log of this start only (a broker's log file is appended to)
+            return log_file.read_bytes()[before:].decode(errors="replace")
+
+        process = cluster.launch(broker)
+        warning = f"broker id {broker} is still registered in ZooKeeper"
+        eventually(lambda: this_life().count(warning) >= 2, "the broker to wait and retry", timeout=120)
+        assert process.alive
+        assert "registered in ZooKeeper at" not in this_life()
+    # The test's session closed: the old node is gone, and the broker registers.
+    process.wait_ready(60)
+    assert f"broker {broker} registered in ZooKeeper at" in this_life()
     eventually(lambda: broker in isr(cluster.bootstrap, topic), "the restarted broker back in the ISR")

@@ -4,6 +4,7 @@ Kafka client sees: confluent-kafka, librdkafka)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -15,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from streamkit.testing_history import History
 
-__all__ = ["ProducerLoad", "create_topic", "eventually", "isr", "leader_of", "partitions_of"]
+__all__ = ["ProducerLoad", "create_topic", "eventually", "isr", "leader_of", "partitions_of", "wait_for_leaders"]
 
 
 def eventually(predicate: Callable[[], Any], what: str, timeout: float = 30, interval: float = 0.1) -> Any:
@@ -36,8 +37,20 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, replication: in
                                   request_timeout=30)
     for future in futures.values():
         future.result()
-    eventually(lambda: all(p["leader"] >= 0 for p in partitions_of(bootstrap, name).values())
-               and len(partitions_of(bootstrap, name)) == partitions, f"{name}'s leaders")
+    wait_for_leaders(bootstrap, name, partitions)
+
+
+def wait_for_leaders(bootstrap: str, topic: str, partitions: int) -> None:
+    """Until every broker in ``bootstrap`` names a leader for each of the topic's
+    ``partitions``. Each broker learns of a new topic from its own ZooKeeper watches, some
+    later than others (as in Kafka): one broker's answer says nothing of the others'."""
+    for address in bootstrap.split(","):
+        eventually(functools.partial(_led, address, topic, partitions), f"{topic}'s leaders on {address}")
+
+
+def _led(bootstrap: str, topic: str, partitions: int) -> bool:
+    known = partitions_of(bootstrap, topic)
+    return len(known) == partitions and all(p["leader"] >= 0 for p in known.values())
 
 
 def partitions_of(bootstrap: str, topic: str) -> dict[int, dict[str, Any]]:

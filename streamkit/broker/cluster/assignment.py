@@ -79,23 +79,23 @@ def assign_replicas(brokers: Mapping[int, str | None], partitions: int, replicat
 
 def _rack_followers(ordered: Sequence[int], racks: Mapping[int, str | None], first: int, shift: int,
                     replication_factor: int) -> list[int]:
-    """Followers of the partition led by ``ordered[first]``: each on a rack with no replica of
-    the partition yet, until every rack has one (then any rack again), never a broker twice."""
+    """Followers of the partition led by ``ordered[first]`` (Kafka's
+    ``assignReplicasToBrokersRackAware``): a broker on a rack with no replica of the
+    partition yet, until every rack has one, then any broker not chosen yet."""
     n = len(ordered)
     rack_count = len({racks[b] or "" for b in ordered})
     chosen = [ordered[first]]
-    racks_used = {racks[ordered[first]] or ""}
+    racks_used = {racks[ordered[first]] or ""}  # only grows: a chosen broker's rack is in it
     k = 0
     while len(chosen) < replication_factor:
-        candidate = ordered[_replica_index(first, shift, k, n)]
+        # Kafka shifts by whole rounds of racks here; k walks every other broker in turn.
+        candidate = ordered[_replica_index(first, shift * rack_count, k, n)]
         k += 1
         rack = racks[candidate] or ""
         if candidate in chosen or (rack in racks_used and len(racks_used) < rack_count):
             continue
         chosen.append(candidate)
         racks_used.add(rack)
-        if len(racks_used) == rack_count:
-            racks_used = set()
     return chosen[1:]
 
 

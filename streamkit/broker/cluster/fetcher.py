@@ -167,7 +167,12 @@ class _LeaderFetcher:
     # -- fetching ------------------------------------------------------------------------------
 
     async def _fetch(self, client: PeerClient) -> bool:
-        """One fetch; False when nothing could be fetched (back off)."""
+        """One fetch; False when nothing could be fetched (back off): no partition ready,
+        or a partition answered with an error and none moved. An answer without records
+        and without errors is the leader's long poll (replica.fetch.wait.max.ms) ending:
+        the next fetch goes at once, as Kafka's fetcher does (replica.fetch.backoff.ms
+        is for errors), or a write arriving just after it waits out a backoff before it
+        is replicated (acks=all)."""
         settings = self.manager.settings
         throttle = self.manager.throttle
         held = throttle.limited and throttle.exceeded()
@@ -183,29 +188,37 @@ class _LeaderFetcher:
                 "fetch_offset": plog.log_end_offset, "last_fetched_epoch": -1,
                 "log_start_offset": plog.log_start_offset,
                 "partition_max_bytes": settings.replica_fetch_max_bytes})
+        # A partition whose truncation failed (its leader did not lead it yet) is asked
+        # again after replica.fetch.backoff.ms, not once the others' long poll ends.
+        waiting = any(not f.truncated for f in self.partitions.values())
+        max_wait_ms = settings.replica_fetch_wait_max_ms
+        if waiting:
+            max_wait_ms = min(max_wait_ms, settings.replica_fetch_backoff_ms)
         self._fetching, self._interrupted = True, False
         try:
-            response = await self._fetch_request(client, by_topic)
+            response = await self._fetch_request(client, by_topic, max_wait_ms)
         finally:
             self._fetching = False
-        progressed = False
+        progressed = failed = False
         for topic in response.responses:
             for p in topic.partitions:
                 followed = self.partitions.get((topic.topic, int(p.partition_index)))
                 if followed is None or not followed.truncated:
                     continue  # unfollowed (or to truncate again) while the fetch was out
+                failed = failed or int(p.error_code) != ErrorCode.none
                 progressed = self._handle(followed, p) or progressed
-        return progressed or not any(f.truncated for f in self.partitions.values())
+        return progressed or not failed or not any(f.truncated for f in self.partitions.values())
 
-    async def _fetch_request(self, client: PeerClient, by_topic: dict[str, list[dict[str, Any]]]) -> Any:
+    async def _fetch_request(self, client: PeerClient, by_topic: dict[str, list[dict[str, Any]]],
+                             max_wait_ms: int) -> Any:
         settings = self.manager.settings
         return await client.request(1, _FETCH_VERSION, {
-            "replica_id": self.manager.broker_id, "max_wait": settings.replica_fetch_wait_max_ms,
+            "replica_id": self.manager.broker_id, "max_wait": max_wait_ms,
             "min_bytes": settings.replica_fetch_min_bytes, "max_bytes": settings.replica_fetch_response_max_bytes,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
             "forgotten_topics_data": [], "rack_id": ""},
-            timeout_ms=settings.replica_fetch_wait_max_ms + settings.replica_socket_timeout_ms)
+            timeout_ms=max_wait_ms + settings.replica_socket_timeout_ms)
 
     def _handle(self, followed: _Followed, p: Any) -> bool:
         replica = followed.replica

@@ -83,6 +83,9 @@ class Replica:
     # epoch above this one (the controller's confirmation).
     fenced_epoch: int | None = None
     min_isr: int = 1
+    # As leader: the log end offset when this replica became leader in its leader epoch,
+    # the epoch's first offset (Kafka's leaderEpochStartOffsetOpt); -1 otherwise.
+    epoch_start_offset: int = -1
 
     @property
     def tp(self) -> TP:
@@ -99,6 +102,15 @@ class Replica:
     @property
     def isr(self) -> tuple[int, ...]:
         return () if self.state is None else self.state.isr
+
+    @property
+    def high_watermark_stale(self) -> bool:
+        """A leader that has not committed anything in its leader epoch yet: its high
+        watermark is the one it had as a follower, which may lag what the previous leader
+        had committed, and only moves once the ISR's fetches in this epoch reach the
+        epoch's first offset. Until then ListOffsets answers OFFSET_NOT_AVAILABLE (KIP-207)
+        rather than an end offset that may be too low."""
+        return self.role is Role.LEADER and self.plog.high_watermark < self.epoch_start_offset
 
 
 class FetcherControl(Protocol):
@@ -199,6 +211,7 @@ class ReplicaManager:
         now = self.clock()
         replica.followers = {r: FollowerProgress(last_caught_up_ms=now, last_fetch_ms=now)
                              for r in replica.replicas if r != self.broker_id}
+        replica.epoch_start_offset = plog.log_end_offset
         plog.start_leader_epoch(state.leader_epoch)
         log.info("leading %s-%d at leader epoch %d (ISR %s, log end offset %d, high watermark %d)",
                  replica.topic, replica.partition, state.leader_epoch, list(state.isr), plog.log_end_offset,
@@ -230,6 +243,7 @@ class ReplicaManager:
                 replica.isr_change = None
             log.info("no longer leading %s-%d: %s", replica.topic, replica.partition, why)
             replica.role = Role.OFFLINE
+            replica.epoch_start_offset = -1
             self._tell_leadership(replica, False)
         replica.role = Role.OFFLINE
 
@@ -318,10 +332,7 @@ class ReplicaManager:
         """Kafka's rule: caught up to the high watermark, and into this leader's term (a
         follower that has not reached the term's first offset may still hold a divergent
         tail of an older one)."""
-        plog = replica.plog
-        epoch_start = next((e.start_offset for e in plog.leader_epoch_cache.entries
-                            if e.epoch == replica.leader_epoch), 0)
-        return fetch_offset >= plog.high_watermark and fetch_offset >= epoch_start
+        return fetch_offset >= replica.plog.high_watermark and fetch_offset >= replica.epoch_start_offset
 
     def _update_hw(self, replica: Replica) -> None:
         if replica.role is not Role.LEADER:

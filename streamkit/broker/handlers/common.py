@@ -19,6 +19,7 @@ __all__ = [
     "failed_deliveries",
     "field",
     "group_error",
+    "high_watermark_stale",
     "share_error",
     "txn_error",
 ]
@@ -66,3 +67,12 @@ def failed_deliveries(deliveries: list[Delivery], error: ErrorCode) -> list[Deli
     """The JoinGroup/SyncGroup answers ``deliveries`` carry, turned into ``error`` (the
     write they follow was not made durable)."""
     return [Delivery(d.group_id, d.member_id, failed_answer(d.result, error)) for d in deliveries]
+
+
+def high_watermark_stale(state: BrokerState, topic: str, index: int) -> bool:
+    """Whether this broker leads (topic, index) with a high watermark that may be stale
+    (``Replica.high_watermark_stale``): the latest offset cannot be answered yet. Never
+    for a single broker."""
+    cluster = state.cluster
+    replica = None if cluster is None else cluster.replicas.replicas.get((topic, index))
+    return replica is not None and replica.high_watermark_stale

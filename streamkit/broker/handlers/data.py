@@ -17,7 +17,7 @@ from typing import Any
 from streamkit.broker.cluster.replica import ReplicaError, Role
 from streamkit.broker.codec import Request
 from streamkit.broker.errors import ErrorCode, error_code_for
-from streamkit.broker.handlers.common import LEADER_EPOCH, Reply, field
+from streamkit.broker.handlers.common import LEADER_EPOCH, Reply, field, high_watermark_stale
 from streamkit.broker.handlers.txn import txn_check
 from streamkit.broker.state import BrokerState, ClientInfo
 from streamkit.log.batch import HEADER_SIZE, peek_offsets
@@ -33,6 +33,8 @@ _LATEST = -1
 _EARLIEST = -2
 _MAX_TIMESTAMP = -3
 _READ_COMMITTED = 1
+_CONSUMER_REPLICA_ID = -1
+_OFFSET_NOT_AVAILABLE_SINCE = 5  # the ListOffsets version
 
 
 _TRANSACTIONAL = 0x10  # the attributes bit of a transactional batch (low byte at 22)
@@ -333,19 +335,26 @@ async def fetch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
 # -- ListOffsets -----------------------------------------------------------------------------
 
 
-def _list_offset(plog: PartitionLog, timestamp: int, read_committed: bool) -> tuple[int, int]:
+def _list_offset(plog: PartitionLog, timestamp: int, read_committed: bool,
+                 hw_stale: bool) -> tuple[int, int] | None:
+    """(timestamp, offset) of ListOffsets, as Kafka's Partition.fetchOffsetForTimestamp: a
+    lookup by time finds only offsets below the last fetchable one (the high watermark, or
+    the last stable offset with read_committed). None: the leader cannot answer yet
+    (``hw_stale``, see ``Replica.high_watermark_stale``) for the latest offset, or for a
+    time that no fetchable record reaches; the earliest offset does not depend on it."""
+    last_fetchable = _last_stable_offset(plog) if read_committed else plog.high_watermark
     if timestamp == _LATEST:
-        return -1, _last_stable_offset(plog) if read_committed else plog.high_watermark
+        return None if hw_stale else (-1, last_fetchable)
     if timestamp == _EARLIEST:
         return -1, plog.log_start_offset
     if timestamp == _MAX_TIMESTAMP:
         newest = plog.max_timestamp
         found = plog.offset_for_timestamp(newest) if newest >= 0 else None
-        return found[1] if found else -1, found[0] if found else -1
-    found = plog.offset_for_timestamp(timestamp)
-    if found is None:
-        return -1, -1
-    return found[1], found[0]
+    else:
+        found = plog.offset_for_timestamp(timestamp)
+    if found is not None and found[0] < last_fetchable:
+        return found[1], found[0]
+    return None if hw_stale else (-1, -1)
 
 
 def _leader_log(state: BrokerState, topic: str, index: int, epoch: int = -1) -> tuple[PartitionLog | None, ErrorCode, int]:
@@ -367,17 +376,30 @@ def _leader_log(state: BrokerState, topic: str, index: int, epoch: int = -1) -> 
 async def list_offsets(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
     body = req.body
     read_committed = int(field(body, "isolation_level", 0)) == _READ_COMMITTED
+    # Kafka holds back a stale answer from consumers only (replica id -1), with the code
+    # ListOffsets v5 brought, and LEADER_NOT_AVAILABLE (retriable too) before it.
+    from_consumer = int(field(body, "replica_id", -1)) == _CONSUMER_REPLICA_ID
+    not_available = ErrorCode.offset_not_available if req.api_version >= _OFFSET_NOT_AVAILABLE_SINCE \
+        else ErrorCode.leader_not_available
     topics = []
     for topic in body.topics:
         partitions = []
         for p in topic.partitions:
             index = int(p.partition_index)
             plog, code, epoch = _leader_log(state, topic.name, index, int(field(p, "current_leader_epoch", -1)))
-            if plog is None:
+            found = None
+            if plog is not None:
+                hw_stale = from_consumer and high_watermark_stale(state, topic.name, index)
+                found = _list_offset(plog, int(p.timestamp), read_committed, hw_stale)
+                if found is None:
+                    code = not_available
+                    log.debug("ListOffsets of %s-%d: the high watermark %d is below the start of leader epoch "
+                              "%d; %s", topic.name, index, plog.high_watermark, epoch, code.name)
+            if found is None:
                 partitions.append({"partition_index": index, "error_code": code,
                                    "timestamp": -1, "offset": -1, "leader_epoch": -1})
                 continue
-            ts, offset = _list_offset(plog, int(p.timestamp), read_committed)
+            ts, offset = found
             partitions.append({"partition_index": index, "error_code": ErrorCode.none, "timestamp": ts,
                                "offset": offset, "leader_epoch": epoch})
         topics.append({"name": topic.name, "partitions": partitions})

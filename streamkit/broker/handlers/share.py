@@ -14,6 +14,7 @@ and is answered once the state changes it made are replicated.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,14 @@ from weakref import WeakKeyDictionary
 from streamkit.broker.codec import Request
 from streamkit.broker.errors import ErrorCode
 from streamkit.broker.handlers.cluster import ensure_share_state_topic
-from streamkit.broker.handlers.common import LEADER_EPOCH, NO_OPERATIONS, Reply, field, share_error
+from streamkit.broker.handlers.common import (
+    LEADER_EPOCH,
+    NO_OPERATIONS,
+    Reply,
+    field,
+    high_watermark_stale,
+    share_error,
+)
 from streamkit.broker.share.coordinator import ShareCoordinator
 from streamkit.broker.share.partition import InvalidAcknowledgement, SharePartition
 from streamkit.broker.state import BrokerState, ClientInfo
@@ -39,6 +47,8 @@ __all__ = [
     "share_group_describe",
     "share_group_heartbeat",
 ]
+
+log = logging.getLogger(__name__)
 
 _ASSIGNOR = "simple"
 _LATEST = -1
@@ -140,17 +150,30 @@ async def share_group_describe(state: BrokerState, req: Request, client: ClientI
 # -- ShareFetch / ShareAcknowledge -----------------------------------------------------------
 
 
-def _initial_offset(plog: PartitionLog, reset: str) -> int:
-    return plog.log_start_offset if reset == "earliest" else plog.high_watermark
+def _initial_offset(state: BrokerState, plog: PartitionLog, topic: str, index: int, reset: str) -> int | None:
+    """Where a new share-partition starts; None for "latest" while this broker is a new
+    leader whose high watermark may be below what the previous leader had committed
+    (``high_watermark_stale``): starting there would deliver records from before the group
+    asked for the latest ones. Kafka's SharePartition fails its initialization then with
+    OffsetNotAvailableException (ShareFetchUtils.offsetForLatestTimestamp: ListOffsets'
+    rule, KIP-207) and the ShareFetch answers the partition OFFSET_NOT_AVAILABLE."""
+    if reset == "earliest":
+        return plog.log_start_offset
+    return None if high_watermark_stale(state, topic, index) else plog.high_watermark
 
 
-def _share_partition(state: BrokerState, group_id: str, topic: str, index: int) -> SharePartition | None:
+def _share_partition(state: BrokerState, group_id: str, topic: str, index: int) -> SharePartition | ErrorCode:
+    """The share-partition (initialized on first use), or the error that answers it."""
     info = state.topics.get(topic)
     plog = state.topics.partition(topic, index)
     if info is None or plog is None:
-        return None
+        return ErrorCode.unknown_topic_or_partition
     sp = state.share.partition((group_id, topic, index), str(info.topic_id),
-                               lambda reset: _initial_offset(plog, reset))
+                               lambda reset: _initial_offset(state, plog, topic, index, reset))
+    if sp is None:
+        log.debug("share-partition %s of %s-%d not initialized: the high watermark %d is below the start of "
+                  "this leader's epoch; OFFSET_NOT_AVAILABLE", group_id, topic, index, plog.high_watermark)
+        return ErrorCode.offset_not_available
     sp.move_start(plog.log_start_offset)
     return sp
 
@@ -158,8 +181,8 @@ def _share_partition(state: BrokerState, group_id: str, topic: str, index: int) 
 def _acknowledge(state: BrokerState, group_id: str, member_id: str, topic: str, index: int,
                  batches: Any) -> tuple[ErrorCode, str | None]:
     sp = _share_partition(state, group_id, topic, index)
-    if sp is None:
-        return ErrorCode.unknown_topic_or_partition, None
+    if isinstance(sp, ErrorCode):
+        return sp, None
     try:
         for b in batches:
             sp.acknowledge(member_id, int(b.first_offset), int(b.last_offset),
@@ -219,7 +242,9 @@ def _fetch_partition(state: BrokerState, group_id: str, member_id: str, topic: s
                      max_records: int, max_bytes: int) -> tuple[bytes, list[dict[str, int]], ErrorCode]:
     plog = state.topics.partition(topic, index)
     sp = _share_partition(state, group_id, topic, index)
-    if plog is None or sp is None:
+    if isinstance(sp, ErrorCode):
+        return b"", [], sp
+    if plog is None:
         return b"", [], ErrorCode.unknown_topic_or_partition
     read_committed = state.share.settings_for(group_id).isolation_level == "read_committed"
     upper = plog.last_stable_offset if read_committed else plog.high_watermark
@@ -362,6 +387,7 @@ class _Fill:
                              state.config.fetch_max_bytes)
         self.deadline = state.clock() + _ms(body.max_wait)
         self.partitions: list[tuple[str, int]] = []
+        self.failed: set[tuple[str, int]] = set()  # answered with an error in this request
         self.served: asyncio.Future[None] | None = None  # set when an acknowledgement acquired for it
 
     def once(self) -> int:
@@ -371,10 +397,15 @@ class _Fill:
         for topic, index in self.partitions:
             if got >= self.max_records or budget <= 0:
                 break
+            if (topic, index) in self.failed:
+                # answered with its error and no records, as Kafka does: a client drops the
+                # records of a partition with an error, so none are acquired for it now
+                continue
             data, ranges, code = _fetch_partition(self.state, self.group_id, self.member_id, topic, index,
                                                   self.max_records - got, budget)
             if code != ErrorCode.none:
                 self.entry(topic, index)["error_code"] = code
+                self.failed.add((topic, index))
                 continue
             if ranges:
                 e = self.entry(topic, index)
@@ -544,10 +575,14 @@ def _alter_share_group_offsets(state: BrokerState, body: Any) -> dict[str, Any]:
                 parts.append({"partition_index": index, "error_code": ErrorCode.unknown_topic_or_partition})
                 continue
             offset = int(p.start_offset)
-            if offset == _LATEST:
-                offset = plog.high_watermark
-            elif offset == _EARLIEST:
-                offset = plog.log_start_offset
+            if offset in (_LATEST, _EARLIEST):
+                found = _initial_offset(state, plog, t.topic_name, index, "latest" if offset == _LATEST else "earliest")
+                if found is None:
+                    parts.append({"partition_index": index, "error_code": ErrorCode.offset_not_available,
+                                  "error_message": "the latest offset is not known yet: this new leader's high "
+                                                   "watermark is below the start of its leader epoch"})
+                    continue
+                offset = found
             if not plog.log_start_offset <= offset <= plog.high_watermark:
                 parts.append({"partition_index": index, "error_code": ErrorCode.offset_out_of_range,
                               "error_message": f"offset {offset} is outside [{plog.log_start_offset}, "

@@ -198,13 +198,19 @@ class ShareCoordinator:
         return SharePartition(start, self.clock, s.record_lock_duration_ms, s.delivery_count_limit,
                               s.partition_max_record_locks)
 
-    def partition(self, key: ShareKey, topic_id: str, initial_offset: Callable[[str], int]) -> SharePartition:
+    def partition(self, key: ShareKey, topic_id: str,
+                  initial_offset: Callable[[str], int | None]) -> SharePartition | None:
         """The share-partition, initialized on first use at the offset
-        ``share.auto.offset.reset`` names (``initial_offset("earliest" | "latest")``)."""
+        ``share.auto.offset.reset`` names (``initial_offset("earliest" | "latest")``); None
+        while that offset is not available (``initial_offset`` gave None): it is not
+        initialized then, and the next request asks again."""
         sp = self.partitions.get(key)
         if sp is None or self.topic_ids.get(key) not in (topic_id, ""):
             reset = self.settings_for(key[0]).auto_offset_reset
-            sp = self._new_partition(key, initial_offset(reset))
+            offset = initial_offset(reset)
+            if offset is None:
+                return None
+            sp = self._new_partition(key, offset)
             self.partitions[key] = sp
             self.topic_ids[key] = topic_id
             self.persist(key, snapshot=True)
