@@ -592,9 +592,11 @@ def run_streamkit(mode: str, bootstrap: str, broker_pid: int, data: Dataset, wor
     env = streamkit_env(mode, app_id, data, output, args.commit_ms, args.partitions, guarantee)
     if registry_url is not None:  # --format avro: Avro values through the registry
         env.update({"STREAMS_BENCH_FORMAT": "avro", "STREAMS_BENCH_REGISTRY": registry_url})
-    prof = Path(args.profile) if args.profile and not tag else None
-    cprof = Path(args.cprofile) if args.cprofile and not tag else None
-    cmd = streamkit_cmd(bootstrap, run_dir, cprof / f"streamkit-{mode}.prof" if cprof else None)
+    # profiled: each mode's run on the main data, and the --format avro run beside it
+    profiled = tag in ("", "-avro")
+    prof = Path(args.profile) if args.profile and profiled else None
+    cprof = Path(args.cprofile) if args.cprofile and profiled else None
+    cmd = streamkit_cmd(bootstrap, run_dir, cprof / f"streamkit-{mode}{tag}.prof" if cprof else None)
     label = MODE_LABELS[mode]
     if guarantee != "at_least_once":
         label += " (EOS)"
@@ -602,7 +604,7 @@ def run_streamkit(mode: str, bootstrap: str, broker_pid: int, data: Dataset, wor
         label += " (Avro)"
     print(f"\n{label}: {data.events:,} events ({machine_load()}) ...", flush=True)
     run, proc = run_framework(label, cmd, env, PEERS, log, bootstrap, app_id, data, args.partitions,
-                              args.timeout, broker_pid, prof / f"streamkit-{mode}.txt" if prof else None)
+                              args.timeout, broker_pid, prof / f"streamkit-{mode}{tag}.txt" if prof else None)
     stop_process(proc)
     if mode.startswith("dsl"):
         run.out_records, run.out_sum = read_output(bootstrap, output, args.partitions)
@@ -969,6 +971,8 @@ def main() -> int:
         for mode in modes:
             print_cprofile(f"streamkit {mode}", Path(args.cprofile) / f"streamkit-{mode}.prof")
             print_cprofile(f"streamkit {mode} restore", Path(args.cprofile) / f"streamkit-{mode}-restore.prof")
+        if args.format == "avro":
+            print_cprofile("streamkit agent (Avro)", Path(args.cprofile) / "streamkit-agent-avro.prof")
     if not args.data_dir:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if all(r.ok for r in runs) else 1

@@ -7,8 +7,8 @@ implementations (``MemoryBackend``, ``RocksDBBackend``) stay small and interchan
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Protocol, TypeAlias
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Protocol, TypeAlias
 
 __all__ = ["Change", "KVBackend"]
 
@@ -30,6 +30,13 @@ class KVBackend(Protocol):
     def write(self, batch: Sequence[Change]) -> None:
         """Apply every change in ``batch``, in order, atomically: after a crash either all
         of them are visible or none. A later change to the same key wins."""
+        ...
+
+    def write_prefixed(self, prefix: bytes, items: Iterable[Sequence[Any]], last: Change | None = None) -> None:
+        """``write`` of ``(prefix + key, value)`` for each ``(key, value, ...)`` of ``items``
+        (fields after the value are ignored), then ``last`` if given, as it is: a store
+        partition's commit or restore chunk, without building the prefixed changes first.
+        Nothing at all is a no-op."""
         ...
 
     def iter_range(

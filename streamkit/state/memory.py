@@ -6,7 +6,8 @@ on every assignment). Nothing survives ``close``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from streamkit.state.backend import Change
 from streamkit.state.errors import StoreClosedError
@@ -52,6 +53,12 @@ class MemoryBackend:
                 data[key] = value
                 if len(data) != size:
                     keys.add(key)
+
+    def write_prefixed(self, prefix: bytes, items: Iterable[Sequence[Any]], last: Change | None = None) -> None:
+        batch = [(prefix + item[0], item[1]) for item in items]
+        if last is not None:
+            batch.append(last)
+        self.write(batch)
 
     def iter_range(
         self, lo: bytes, hi: bytes, reverse: bool = False

@@ -137,11 +137,8 @@ class StorePartition:
         """
         self._check_open()
         self._check_offset(changelog_offset)
-        batch: list[Change] = [(_DATA + key, value) for key, value in changes]
-        if changelog_offset is not None:
-            batch.append((_OFFSET_KEY, _OFFSET.pack(changelog_offset)))
-        if batch:
-            self._backend.write(batch)
+        last = None if changelog_offset is None else (_OFFSET_KEY, _OFFSET.pack(changelog_offset))
+        self._backend.write_prefixed(_DATA, changes, last)
         if changelog_offset is not None:
             self._offset = changelog_offset
 
@@ -159,7 +156,7 @@ class StorePartition:
             raise TransactionStateError("cannot restore while a transaction is open")
         if batch_size < 1:
             raise ValueError("batch_size must be positive")
-        backend_write = self._backend.write
+        backend_write = self._backend.write_prefixed
         last = -1 if self._offset is None else self._offset
         applied = 0
         for chunk in _batches(records, batch_size):
@@ -170,10 +167,8 @@ class StorePartition:
                 continue
             if chunk[0][2] <= last:
                 chunk = [record for record in chunk if record[2] > last]
-            batch: list[Change] = [(_DATA + key, value) for key, value, _ in chunk]
             last = chunk[-1][2]
-            batch.append((_OFFSET_KEY, _OFFSET.pack(last)))
-            backend_write(batch)
+            backend_write(_DATA, chunk, (_OFFSET_KEY, _OFFSET.pack(last)))
             self._offset = last
             applied += len(chunk)
         return applied

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import shutil
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -155,6 +155,30 @@ class RocksDBBackend:
                 delete(key)
             else:
                 put(key, value)
+        try:
+            self._db.write(wb, self._write_options)
+        except DbClosedError as exc:
+            raise StoreClosedError(f"RocksDB at {self._path} is closed") from exc
+
+    def write_prefixed(self, prefix: bytes, items: Iterable[Sequence[Any]], last: Change | None = None) -> None:
+        # ``write`` in one loop: sorted by key (the prefix is common to all), put with the prefix.
+        items = sorted(items, key=_by_key)
+        if not items and last is None:
+            return
+        wb = WriteBatch(raw_mode=True)
+        put = wb.put
+        delete = wb.delete
+        if last is not None:  # first: the store's own keys sort before the prefixed ones
+            if last[1] is None:
+                delete(last[0])
+            else:
+                put(last[0], last[1])
+        for item in items:
+            value = item[1]
+            if value is None:
+                delete(prefix + item[0])
+            else:
+                put(prefix + item[0], value)
         try:
             self._db.write(wb, self._write_options)
         except DbClosedError as exc:

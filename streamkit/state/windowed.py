@@ -47,14 +47,14 @@ class Window(NamedTuple):
 class WindowedTransaction:
     """Window reads and writes through ``transaction`` (commit and rollback stay with it)."""
 
-    __slots__ = ("_tx",)
+    __slots__ = ("_tx", "transaction")
 
     def __init__(self, transaction: Transaction) -> None:
         self._tx = transaction
-
-    @property
-    def transaction(self) -> Transaction:
-        return self._tx
+        # The transaction under the view (an attribute, not a property: the per-record
+        # window update writes through it without another Python frame). Read-only by
+        # convention.
+        self.transaction = transaction
 
     def get_window(self, key: bytes, start_ms: int, end_ms: int) -> bytes | None:
         return self._tx.get(_WINDOWS + window_key(key, start_ms, end_ms))

@@ -51,38 +51,30 @@ class Runtime(Protocol):
     @property
     def gate(self) -> ProcessingGate: ...
 
-    def ack(self, stream: AgentStream, event: Event) -> None: ...
+    def ack(self, stream: AgentStream, event: Event, count: int = 1) -> None: ...
 
     def ack_many(self, stream: AgentStream, events: list[Event]) -> None: ...
 
     def owns(self, event: Event) -> bool: ...
 
-__all__ = ["SKIPPED", "Agent", "AgentStream", "Batch", "current_event", "merging_scope"]
+    def batch_clock(self) -> float:
+        """Seconds on the clock that ``take()``'s ``within`` is measured by (monotonic)."""
+        ...
+
+    async def batch_wait(self, inbox: Inbox[Event], timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds of ``batch_clock`` for an event in ``inbox``;
+        whether there is one."""
+        ...
+
+
+async def _wait_readable(inbox: Inbox[Event], timeout: float) -> bool:
+    return await inbox.wait_readable(timeout)
+
+
+__all__ = ["SKIPPED", "Agent", "AgentStream", "Batch", "current_event"]
 
 _current: contextvars.ContextVar[Event | None] = contextvars.ContextVar("streamkit_current_event", default=None)
 
-
-class MergeScope:
-    """The table writes of one ``take()`` batch: windowed tables keep their updates decoded
-    here and write each window once when the batch is done (``flush``)."""
-
-    __slots__ = ("flushes",)
-
-    def __init__(self) -> None:
-        self.flushes: dict[int, Callable[[], None]] = {}
-
-    def on_flush(self, owner: object, flush: Callable[[], None]) -> None:
-        """Call ``flush`` (once per ``owner``) when the batch is done."""
-        if id(owner) not in self.flushes:
-            self.flushes[id(owner)] = flush
-
-    def flush(self) -> None:
-        flushes, self.flushes = self.flushes, {}
-        for flush in flushes.values():
-            flush()
-
-
-_scope: contextvars.ContextVar[MergeScope | None] = contextvars.ContextVar("streamkit_merge_scope", default=None)
 
 AgentFn = Callable[["AgentStream"], Awaitable[None]]
 
@@ -97,9 +89,9 @@ def current_event() -> Event | None:
     return _current.get()
 
 
-def merging_scope() -> MergeScope | None:
-    """The write-merging scope of the ``take()`` batch the calling agent is processing."""
-    return _scope.get()
+# ``current_event`` as the context variable's own getter: the per-record table update
+# calls it without a Python frame.
+read_current_event: Callable[[], Event | None] = _current.get
 
 
 class Batch(list[Any]):
@@ -135,8 +127,12 @@ class AgentStream:
         self.repartition: Topic | None = None
         self.key_fn: Callable[[Any], Any] | None = None
         self._held: Event | None = None
+        # Events processed since the last acknowledgement: inside the gate, moving on to the
+        # next event of the same partition leaves the held one to be acknowledged with a
+        # later one (its offset covers it). No commit reads the acknowledgements before
+        # this stream leaves the gate, and it acknowledges its held event then.
+        self._unacked = 0
         self._held_batch: list[Event] | None = None
-        self._merge: MergeScope | None = None
         self._transforms: list[tuple[str, Callable[[Any], Any]]] = []
         self.reading = asyncio.Event()  # set once the function first waits for a record
         self.runtime: Runtime | None = None
@@ -189,8 +185,8 @@ class AgentStream:
         after its first value arrived, whichever comes first; never empty.
 
         The batch's records count as processed when the function asks for the next batch
-        (or returns): a commit covers whole batches. Windowed tables updated while iterating
-        a batch merge their updates and write each window once per batch."""
+        (or returns): a commit covers whole batches. Windowed tables write each changed
+        window once per commit, batch or no batch."""
         if isinstance(max_, bool) or not isinstance(max_, int) or max_ < 1:
             raise ValueError(f"take: max_ must be a positive int, not {max_!r}")
         try:
@@ -220,10 +216,10 @@ class AgentStream:
                           event.partition, event.offset, event.raw_key)
         return event
 
-    async def _next_kept(self) -> Event:
-        """The next event the stream's filters keep, with its maps applied."""
+    async def _next_kept(self, event: Event | None) -> Event:
+        """The next event the stream's filters keep, with its maps applied, from ``event``:
+        what ``_next_ready`` returned (None: the stream must wait for one)."""
         while True:
-            event = self._next_ready()
             if event is None:
                 event = await self._next_waiting()
             if not self._transforms and event.value is not SKIPPED:
@@ -232,6 +228,7 @@ class AgentStream:
             if kept is not None:
                 return kept
             # a dropped or skipped event: acknowledged by the next call, in offset order
+            event = self._next_ready()
 
     async def _next_batch(self, max_: int, within_ms: int) -> Batch:
         """The next ``take()`` batch (see there)."""
@@ -239,16 +236,20 @@ class AgentStream:
         self.reading.set()
         _current.set(None)
         runtime, inbox = self.runtime, self.inbox
+        # ``within`` runs on the runtime's clock: the wall clock on a worker, the virtual one
+        # in the test driver (where advance_time hands a partial batch over).
+        clock, wait = (runtime.batch_clock, runtime.batch_wait) if runtime is not None else (time.monotonic,
+                                                                                            _wait_readable)
         while True:
             # Collect before entering the gate: a commit must not wait for the batch to fill.
             taken = [await inbox.get()]
-            deadline = time.monotonic() + within_ms / 1000
+            deadline = clock() + within_ms / 1000
             while len(taken) < max_:
                 if inbox:
                     taken.extend(inbox.take_many(max_ - len(taken)))
                     continue
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not await inbox.wait_readable(remaining):
+                remaining = deadline - clock()
+                if remaining <= 0 or not await wait(inbox, remaining):
                     break
             if runtime is not None:
                 await runtime.gate.enter()
@@ -257,8 +258,6 @@ class AgentStream:
             self._held_batch = taken
             events = [kept for kept in map(self._kept, taken) if kept is not None]
             if events:
-                self._merge = scope = MergeScope()
-                _scope.set(scope)
                 return Batch([event.value for event in events], events)
             self._finish_held()  # all filtered out (or skipped, or revoked): acknowledged
 
@@ -267,17 +266,13 @@ class AgentStream:
         held, self._held = self._held, None
         runtime = self.runtime
         if held is not None and runtime is not None:
-            runtime.ack(self, held)
+            runtime.ack(self, held, self._unacked + 1)
+            self._unacked = 0
             runtime.gate.leave()
         batch, self._held_batch = self._held_batch, None
-        if batch is not None:
-            scope, self._merge = self._merge, None
-            if scope is not None:
-                _scope.set(None)
-                scope.flush()  # before the acknowledgement: a commit must see the batch's writes
-            if runtime is not None:
-                runtime.ack_many(self, batch)
-                runtime.gate.leave()
+        if batch is not None and runtime is not None:
+            runtime.ack_many(self, batch)
+            runtime.gate.leave()
 
     def _next_ready(self) -> Event | None:
         """The per-event fast path: the next event when one is queued and no commit is
@@ -285,13 +280,19 @@ class AgentStream:
         runtime, inbox, held = self.runtime, self.inbox, self._held
         if held is not None and runtime is not None:
             self._held = None
-            runtime.ack(self, held)
             gate = runtime.gate
             if inbox and gate.is_open():
                 # Straight on to the next event, still inside the gate: no commit waits for it.
                 event = self._held = inbox.take()
+                if event.partition == held.partition and event.topic == held.topic:
+                    self._unacked += 1  # acknowledged with a later event of its partition
+                else:
+                    runtime.ack(self, held, self._unacked + 1)
+                    self._unacked = 0
                 _current.set(event)
                 return event
+            runtime.ack(self, held, self._unacked + 1)
+            self._unacked = 0
             gate.leave()
         else:
             self._finish_held()
@@ -345,7 +346,12 @@ class _Iteration:
         return self
 
     async def __anext__(self) -> Any:
-        event = await self._stream._next_kept()
+        stream = self._stream
+        # ``_next_kept``'s common case inline (an event at hand, no filter or map, not
+        # skipped): one coroutine frame per event fewer.
+        event = stream._next_ready()
+        if event is None or stream._transforms or event.value is SKIPPED:
+            event = await stream._next_kept(event)
         return event.value if self._values else event
 
 

@@ -17,17 +17,19 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from pydantic import BaseModel
 
 from streamkit.state.windowed import Window as StoredWindow
 from streamkit.state.windowed import WindowedTransaction
 from streamkit.streams.codecs import Codec
 from streamkit.streams.event import Event, TimestampExtractor, extract_timestamp
-from streamkit.streams.fixed_windows import FixedWindows
 from streamkit.streams.processing import (
     Context,
     Emit,
     KeyCodec,
     OperatorTime,
+    Out,
+    OutputCodec,
     WindowResult,
     jsonable,
     send_late,
@@ -35,6 +37,7 @@ from streamkit.streams.processing import (
 from streamkit.streams.table import Table, TableNotOwned
 from streamkit.streams.topic import Topic
 from streamkit.streams.watermarks import WM_HEADER, unpack_stamp
+from streamkit.streams.window_cache import CachedWindows
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
@@ -110,6 +113,7 @@ class WindowState(Table):
         return self.route.key_codec.loads(text.encode())
 
     def _windows(self, key: Any) -> list[StoredWindow]:
+        self._write_all_dirty()
         if self._partitioner()[1]:
             p = self.partition_of(key)
             txn = self._txns.get(p)
@@ -135,6 +139,7 @@ class WindowState(Table):
         return [self._window_json(w) for w in windows]
 
     def snapshot(self, limit: int = 1000) -> dict[str, Any]:
+        self._write_all_dirty()
         out: dict[str, Any] = {}
         for p in sorted(self._txns):
             for w in WindowedTransaction(self._txns[p]).iter_all_windows():
@@ -189,13 +194,18 @@ class WindowAggregate:
         ctx.loaders.append(self._load)
         self.key_codec = KeyCodec()
         spec = self.spec
-        self.fixed = (FixedWindows(spec.size_ms, spec.advance_ms, spec.grace_ms, agg.init, agg.add, agg.codec)
+        self.fixed = (CachedWindows(spec.size_ms, spec.advance_ms, spec.grace_ms, agg.init, agg.add, agg.codec)
                       if isinstance(spec, TumblingWindows | HoppingWindows) else None)
+        table.windows_cache = self.fixed  # the table flushes it before commits and queries
         self.current = mode == "current"
         self._updated = self._current_result if self.current else None
         self._event: Event | None = None  # the record being folded (for ``.current()`` results)
         self.close_offset = close_offset_ms(spec)
         self.retention = agg.retention_ms
+        # Final results going straight into a topic in the DSL's JSON: ``_finals`` encodes
+        # them itself, as the sink would (no Event, WindowResult or sink call per window).
+        sink: Topic | None = getattr(emit, "sink_topic", None)
+        self._sink = sink if sink is not None and type(sink.value_codec) is OutputCodec else None
 
     def _load(self, partition: int) -> None:
         txn = self.table._txns.get(partition)
@@ -220,16 +230,20 @@ class WindowAggregate:
         closed = self.times.closed.get(self.ctx.partition, MIN_TIMESTAMP)
         if closed > now:
             now = closed
+        fixed = self.fixed
+        if fixed is not None:
+            # The per-record path of the most common aggregation: aggregates stay decoded
+            # across batches (``window_cache``).
+            self._event = ev
+            if fixed.current_txn is not txn:
+                fixed.use(self.ctx.partition, txn)
+            if not fixed.update(orjson.dumps(ev.key), ev.timestamp, ev.value, now, self._updated):
+                self._late(ev, now)
+            return
         view = WindowedTransaction(txn)
         kb = self.key_codec.dumps(ev.key)
         spec = self.spec
-        if self.fixed is not None:
-            # The per-record path of the most common aggregation: aggregates stay decoded
-            # until tick() writes them back (``fixed_windows``).
-            self._event = ev
-            if not self.fixed.update(view, kb, ev.timestamp, ev.value, now, self._updated):
-                self._late(ev, now)
-        elif isinstance(spec, SlidingWindows):
+        if isinstance(spec, SlidingWindows):
             self._sliding(spec, view, kb, ev, now)
         elif isinstance(spec, SessionWindows):
             self._session(spec, view, kb, ev, now)
@@ -328,23 +342,53 @@ class WindowAggregate:
         view = WindowedTransaction(txn)
         closed_before = self.times.closed.get(partition, MIN_TIMESTAMP)
         self.times.closed[partition] = now
-        offset = self.close_offset
+        offset, fixed = self.close_offset, self.fixed
         if self.retention == offset:
-            # Windows leave the store as they close: one scan finds and deletes them.
-            for w in view.expire_windows(now - offset):
+            # Windows leave the store as they close: the cache has them by end, or one scan
+            # of the store finds and deletes them.
+            cached = None if fixed is None else fixed.expire(partition, txn, now - offset)
+            if cached is not None:
                 if self.mode == "final":
-                    self._final(w)
+                    self._results(cached)
+                return
+            expired = view.expire_windows(now - offset)
+            if self.mode == "final":
+                self._finals(expired)
             return
+        if fixed is not None:
+            fixed.flush(partition, txn)  # the scans below read the store
         if self.mode == "final" and now > closed_before:
             after = None if closed_before == MIN_TIMESTAMP else closed_before - offset
-            for w in view.windows_ending(after, now - offset):
-                self._final(w)
+            self._finals(view.windows_ending(after, now - offset))
         view.expire_windows(now - self.retention)
+        if fixed is not None:
+            fixed.forget(partition, txn, now - self.retention)
 
-    def _final(self, w: StoredWindow) -> None:
-        key = self.key_codec.loads(w.key)
-        self._emit(Event(key, WindowResult(key, w.start_ms, w.end_ms, self.table.decode(w.value)), w.end_ms - 1, [],
-                         "", self.ctx.partition, -1))
+    def _finals(self, windows: list[StoredWindow]) -> None:
+        """Emit the results of closed ``windows``, in order."""
+        decode = self.table.decode
+        self._results([(w.key, w.start_ms, w.end_ms, decode(w.value)) for w in windows])
+
+    def _results(self, windows: list[tuple[bytes, int, int, Any]]) -> None:
+        """Emit the results of closed windows ``(key, start, end, aggregate)``, in order."""
+        sink = self._sink
+        if sink is None:
+            for kb, start, end, agg in windows:
+                key = self.key_codec.loads(kb)
+                self._emit(Event(key, WindowResult(key, start, end, agg), end - 1, [], "", self.ctx.partition, -1))
+            return
+        # What ``_emit`` of the WindowResult and the sink do (``Topic.encode`` of the WindowResult with the
+        # OutputCodec), a window at a time.
+        ctx = self.ctx
+        outbox, task = ctx.outbox, ctx.partition
+        key_loads, key_dumps = self.key_codec.loads, sink.key_codec.dumps
+        dumps, option = orjson.dumps, orjson.OPT_NON_STR_KEYS
+        for kb, start, end, agg in windows:
+            key = key_loads(kb)
+            if isinstance(agg, BaseModel):
+                agg = agg.model_dump(mode="json")
+            value = dumps({"key": key, "start": start, "end": end, "value": agg}, option=option)
+            outbox.append(Out(sink, None if key is None else key_dumps(key), value, end - 1, task=task))
 
     def tick(self, now_wall: int) -> None:
         """After each batch: close the windows the batch's partition can close (once per
@@ -354,11 +398,9 @@ class WindowAggregate:
         p = ctx.partition
         txn = self.table._txns.get(p)
         if txn is not None:
-            if self.fixed is not None:
-                self.fixed.write(WindowedTransaction(txn))
             self._close_to_now(p, txn)
         elif self.fixed is not None:
-            self.fixed.discard()  # the partition was revoked under the batch: nothing to keep
+            self.fixed.drop(p)  # the partition was revoked under the batch: nothing to keep
         if not ctx.idle_ms:
             return
         # Every owned partition, not only those that saw a record since the worker started:

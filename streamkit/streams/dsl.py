@@ -199,9 +199,11 @@ class StreamNode:
         return self._child("map_key", fn=fn)
 
     def flat_map(self, fn: Callable[[Any], Iterable[Any]]) -> StreamNode:
+        """Replace each value with the values ``fn(value)`` returns (none, one or many)."""
         return self._child("flat_map", fn=fn)
 
     def peek(self, fn: Callable[[Any], None]) -> StreamNode:
+        """Call ``fn(value)`` for each value (a side effect) and pass the value on unchanged."""
         return self._child("peek", fn=fn)
 
     def group_by(self, key: Callable[[Any], Any] | Expr, *, name: str | None = None,
@@ -243,10 +245,12 @@ class StreamNode:
         return self._table_aggregate("count", int, lambda agg, _v: agg + 1, JsonCodec(), name)
 
     def sum(self, fn: Callable[[Any], Any] | None = None, *, name: str | None = None) -> TableNode:
+        """A table of the running sum per key of ``fn(value)`` (of the values themselves without ``fn``)."""
         get = fn or (lambda v: v)
         return self._table_aggregate("sum", int, lambda agg, v: agg + get(v), JsonCodec(), name)
 
     def reduce(self, fn: Callable[[Any, Any], Any], *, name: str | None = None) -> TableNode:
+        """A table per key of the values folded with ``fn(aggregate, value)`` (the first value as it is)."""
         first = object()
         return self._table_aggregate("reduce", lambda: first, lambda agg, v: v if agg is first else fn(agg, v),
                                      _value_codec_of(self), name)
@@ -344,6 +348,8 @@ class StreamNode:
                           joiner=joiner, stores=stores)
 
     def to(self, topic: Topic | str, *, key_type: Any = None, value_type: Any = None) -> StreamNode:
+        """Write each record to ``topic`` (a Topic, or a name: declared with ``key_type`` and
+        ``value_type`` if the app has no such topic) and return this stream, to go on from it."""
         if isinstance(topic, str):
             existing = self.app.topics.get(topic)
             topic = existing or self.app.topic(topic, key_type=key_type or str, value_type=value_type)
@@ -419,6 +425,9 @@ def _spec_kind(spec: WindowSpec) -> str:
 
 
 class WindowedStream:
+    """A grouped stream cut into windows (``.window(...)``): ``count``, ``sum``, ``agg``,
+    ``reduce`` or ``aggregate`` it per key and window."""
+
     def __init__(self, parent: StreamNode, spec: WindowSpec, retention: int,
                  timestamp: TimestampExtractor | None) -> None:
         self.parent = parent
@@ -440,6 +449,8 @@ class WindowedStream:
         return WindowedAggregation(parent, agg, table, columns)
 
     def count(self, *, name: str | None = None) -> WindowedAggregation:
+        """The number of records per key and window; ``name`` names the operator (its state,
+        ``driver.late(name)``, the late-record metric)."""
         return self._aggregate("count", int, lambda agg, _v: agg + 1, JsonCodec(), name, operator.add,
                                AggSpec((count_agg(),), scalar=True))
 
@@ -465,6 +476,8 @@ class WindowedStream:
         return self._aggregate("sum", int, lambda agg, v: agg + get(v), JsonCodec(), name, operator.add)
 
     def reduce(self, fn: Callable[[Any, Any], Any], *, name: str | None = None) -> WindowedAggregation:
+        """The values of each key and window folded with ``fn(aggregate, value)`` (the first
+        value as it is); session windows that merge fold their results with ``fn`` too."""
         first = object()
         codec = _value_codec_of(self.parent)
         # Two sessions' reductions merge with the reducer itself (a stored session always has
@@ -486,6 +499,9 @@ class WindowedStream:
 
 
 class WindowedAggregation:
+    """A windowed aggregation: ``.final()`` emits one result per window once it closes,
+    ``.current()`` every update; results are ``{"key", "start", "end", "value"}``."""
+
     def __init__(self, parent: StreamNode, agg: Aggregation, table: WindowState,
                  columns: AggSpec | None = None) -> None:
         self.parent = parent
@@ -528,6 +544,7 @@ def _check_expr(node: StreamNode, expr: Expr, what: str, *, want_bool: bool) -> 
 
 
 def source(app: App, topic: Topic) -> StreamNode:
+    """The DSL stream of ``topic``'s records (what ``app.stream(topic)`` returns)."""
     return StreamNode(app, "source", (), path=topic.name, topic=topic)
 
 

@@ -44,6 +44,16 @@ class Inbox(Generic[T]):
             self._readable.set()
         return True
 
+    def offer_many(self, items: list[T]) -> int:
+        """Append as many of ``items`` as there is room for, in order; how many."""
+        n = min(self._maxsize - len(self._items), len(items))
+        if n <= 0:
+            return 0
+        self._items.extend(items if n == len(items) else items[:n])
+        if not self._readable.is_set():
+            self._readable.set()
+        return n
+
     async def put(self, item: T) -> None:
         """Append ``item``, waiting while the inbox is full."""
         while not self.offer(item):

@@ -308,10 +308,7 @@ class CompiledSource:
         if not ctx.outbox:
             return
         out, ctx.outbox = ctx.outbox, []
-        enqueue = ctx.runtime.enqueue
-        for o in out:
-            await enqueue(o.topic.name, o.key, o.value, timestamp=o.timestamp, headers=o.headers,
-                          partition=o.partition, task=o.task)
+        await ctx.runtime.enqueue_many(out)
 
 
 class _Regroup:
@@ -627,6 +624,9 @@ def _build_to(g: _Graph, node: StreamNode) -> Processor:
         k, v = topic.encode(ev.key, ev.value)
         ctx.outbox.append(Out(topic, k, v, ev.timestamp, task=ctx.partition))  # the context's current outbox
 
+    # What a windowed aggregation emitting straight into this sink may write itself, a
+    # window at a time, without an Event per result (``WindowAggregate._finals``).
+    setattr(to, "sink_topic", topic)  # noqa: B010
     return to
 
 

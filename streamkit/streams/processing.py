@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,6 +41,9 @@ class PipelineRuntime(Protocol):
     async def enqueue(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
                       timestamp: int | None = None, partition: int | None = None, track: bool = True,
                       task: int | None = None) -> Any: ...
+
+    async def enqueue_many(self, records: Sequence[Out]) -> None:
+        """Queue ``records`` in order, as ``enqueue`` one by one (tracked)."""
 
     def topic_partitions(self, topic: str) -> int | None: ...
 

@@ -79,7 +79,7 @@ from streamkit.streams.gate import AckTracker, ProcessingGate
 from streamkit.streams.metrics import Metrics
 from streamkit.streams.ordering import Alignment, by_timestamp
 from streamkit.streams.partitioners import PartitionerDetector
-from streamkit.streams.processing import LateLog
+from streamkit.streams.processing import LateLog, Out
 from streamkit.streams.progress import ProgressReporter
 from streamkit.streams.progress import Task as ProgressTask
 from streamkit.streams.settings import SettingsError
@@ -96,6 +96,7 @@ if TYPE_CHECKING:
 
     from streamkit.broker.server import Broker
     from streamkit.streams.dsl import StreamNode
+    from streamkit.streams.inbox import Inbox
     from streamkit.streams.pipeline import CompiledSource
     from streamkit.streams.settings import AppSettings
     from streamkit.streams.table import Table
@@ -254,6 +255,8 @@ class Runtime:
         self._routed_end: dict[TP, int] = {}
         # Per consumed topic: how its producers place keyed records (declared or detected).
         self._partitioning: dict[str, PartitionerDetector] = {}
+        # (topic, is_key, id of the codec) that _prepare_codecs prepared
+        self._prepared: set[tuple[str, bool, int]] = set()
         self._announced_idle: set[TP] = set()
         self._purged: dict[TP, int] = {}
         self._last_purge = time.monotonic()
@@ -306,6 +309,8 @@ class Runtime:
         await self._prepare_codecs()
         self._start_agents()
         await self._wait_for_agents()
+        # the repartition topics of the agents' group_by exist now: their subjects too
+        await self._prepare_codecs()
         # Topics first: compiling the pipelines checks co-partitioning, which needs the
         # partition counts of topics that already existed (known only once described).
         # Compiled before, a join over an existing topic of another partition count started,
@@ -505,15 +510,19 @@ class Runtime:
         """Codecs that need a service before the first record (a Schema Registry serde
         registers its schema, and refuses the start if the registry refuses it):
         ``prepare(topic, is_key)``, off the event loop. A table's codecs write its
-        changelog, so they are prepared for the changelog topic (its subjects)."""
+        changelog, so they are prepared for the changelog topic (its subjects). Each codec
+        once per topic: called again after the agents declared their streams, it prepares the
+        repartition topics ``group_by`` added, under their own subjects as Kafka Streams'
+        registry serdes register them (``TopicNameStrategy``)."""
         uses = [(topic.name, topic.key_codec, topic.value_codec) for topic in self.app.topics.values()]
         uses += [(table.changelog.name, table.key_codec, table.value_codec) for table in self.app.tables.values()]
         for name, key_codec, value_codec in uses:
             for codec, is_key in ((key_codec, True), (value_codec, False)):
                 inner = getattr(codec, "codec", codec)  # a UserCodec wraps the user's object
                 prepare = getattr(inner, "prepare", None)
-                if callable(prepare):
+                if callable(prepare) and (name, is_key, id(inner)) not in self._prepared:
                     await asyncio.to_thread(prepare, name, is_key)
+                    self._prepared.add((name, is_key, id(inner)))
 
     async def _create_topics(self) -> None:
         admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.app.id}-admin",
@@ -823,16 +832,16 @@ class Runtime:
             return
         for stream in readers:
             self.acks.register(stream.agent, tp)
-        for record, event in zip(records, events, strict=True):
-            if event is None:
-                # Skipped (or dead-lettered): acknowledged through the queue, after the records
-                # before it. Acking it here, while those still wait in the queue, let a commit
-                # include them unprocessed, and a crash then lost them.
-                event = Event(None, SKIPPED, record.timestamp, [], topic, partition, record.offset)
-            for stream in readers:
-                inbox = stream.agent.stream_for(partition).inbox
-                if not inbox.offer(event):
-                    await inbox.put(event)  # the agent is behind: wait for room
+        # Skipped (or dead-lettered) records are acknowledged through the queue, after the
+        # records before them: acking one here, while those still wait in the queue, let a
+        # commit include them unprocessed, and a crash then lost them.
+        queued = [event if event is not None
+                  else Event(None, SKIPPED, record.timestamp, [], topic, partition, record.offset)
+                  for record, event in zip(records, events, strict=True)]
+        for stream in readers:
+            inbox = stream.agent.stream_for(partition).inbox
+            for event in queued[inbox.offer_many(queued):]:
+                await inbox.put(event)  # the agent is behind: wait for room
 
     def partitioning(self, topic: str) -> PartitionerDetector:
         """How ``topic``'s producers place keyed records: declared on the topic
@@ -939,9 +948,10 @@ class Runtime:
     def owns(self, event: Event) -> bool:
         return (event.topic, event.partition) in self.assigned
 
-    def ack(self, stream: AgentStream, event: Event) -> None:
+    def ack(self, stream: AgentStream, event: Event, count: int = 1) -> None:
+        """``event`` and the ``count - 1`` events of the stream before it are processed."""
         self.acks.ack(stream.agent, (event.topic, event.partition), event.offset)
-        self.metrics.processed(1)
+        self.metrics.processed(count)
 
     def ack_many(self, stream: AgentStream, events: list[Event]) -> None:
         """Acknowledge a ``take()`` batch: the last offset of each of its partitions."""
@@ -950,6 +960,14 @@ class Runtime:
         for tp, offset in last.items():
             ack(agent, tp, offset)
         self.metrics.processed(len(events))
+
+    def batch_clock(self) -> float:
+        """The clock of ``take()``'s ``within``: monotonic seconds (the test driver's is virtual)."""
+        return time.monotonic()
+
+    async def batch_wait(self, inbox: Inbox[Event], timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for an event in a ``take()``'s inbox."""
+        return await inbox.wait_readable(timeout)
 
     # -- producing -----------------------------------------------------------------------
 
@@ -964,6 +982,11 @@ class Runtime:
         """Queue a record (``RecordCollector.enqueue``)."""
         return await self._records.enqueue(topic, key, value, headers=headers, timestamp=timestamp,
                                            partition=partition, track=track, task=task)
+
+    async def enqueue_many(self, records: Sequence[Out]) -> None:
+        """Queue a DSL batch's outputs, in order (``RecordCollector.enqueue_many``)."""
+        await self._records.enqueue_many(
+            (o.topic.name, o.key, o.value, o.timestamp, o.headers, o.partition, o.task) for o in records)
 
     def _produce(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
                  timestamp: int | None = None, partition: int | None = None, task: int | None = None) -> None:

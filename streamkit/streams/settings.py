@@ -115,6 +115,8 @@ class AppSettings(BaseModel):
         description='Delete from repartition topics what the worker has committed, at most this often.')
     cache_max_bytes_buffering: int = Field(default=10 * 1024 * 1024, alias="statestore.cache.max.bytes", ge=0,
         description="Commit early when the tables' write caches hold more bytes than this (0: after every batch that changed a table).")
+    transaction_timeout_ms: int = Field(default=10_000, alias="transaction.timeout.ms", ge=1,
+        description="Exactly-once: how long the broker keeps a transaction of a crashed worker open before it aborts it, unless the task's next owner fences it first (Kafka Streams' default, 10 s; read_committed readers of the outputs wait for it).")
     producer_linger_ms: int = Field(default=5, alias="linger.ms", ge=0,
         description="The app's producer's linger.ms.")
     producer_acks: Literal["0", "1", "all", "-1"] = Field(default="all", alias="acks",

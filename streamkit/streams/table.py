@@ -30,12 +30,11 @@ from streamkit.state.errors import StoreIdentityError
 from streamkit.state.store import Store
 from streamkit.state.transaction import Transaction, TransactionStatus
 from streamkit.state.windowed import WindowedTransaction
-from streamkit.streams.agent import current_event, merging_scope
+from streamkit.streams.agent import current_event, read_current_event
 from streamkit.streams.changelog import ChangelogReader
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.codecs import StrCodec, codec_for
 from streamkit.streams.event import Event
-from streamkit.streams.fixed_windows import FixedWindows, WindowSlots
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.metrics import RestoreProgress
 from streamkit.streams.partitioners import Partitioner, murmur2_partition
@@ -43,6 +42,7 @@ from streamkit.streams.processing import record_late
 from streamkit.streams.progress import Task as ProgressTask
 from streamkit.streams.topic import Topic, partition_for_key
 from streamkit.streams.watermarks import InputClock
+from streamkit.streams.window_cache import CachedWindows
 from streamkit.streams.windows import (
     MIN_TIMESTAMP,
     HoppingWindows,
@@ -151,6 +151,13 @@ def partition_count_message(table: Table, topic: str, count: int, agent: str | N
 
 
 class Table:
+    """A table: a dict per key, partitioned like the topic that updates it, kept in a state
+    store (RocksDB, or memory) and backed by a compacted changelog topic.
+
+    Declared with ``app.Table(name, default=int)`` and used from agents as a dict
+    (``table[key] += 1``); ``.tumbling(...)``/``.hopping(...)`` make it a windowed table.
+    Queryable at ``GET /tables/NAME/KEY`` on the worker's web API."""
+
     is_global = False
 
     def __init__(self, app: App, name: str, *, default: Callable[[], Any] | None, key_type: Any,
@@ -171,10 +178,9 @@ class Table:
         self._store: Store | None = None
         self._txns: dict[int, Transaction] = {}
         self._stream_time: dict[int, InputClock] = {}
-        # Windowed tables: per partition, the windows' storage keys and decoded aggregates
-        # (``FixedWindows.update``). Kept across commits; dropped with the partition.
-        self._slots: dict[int, WindowSlots] = {}
-        self._slots_pruned: dict[int, int] = {}
+        # A windowed table's (or the DSL's windowed aggregation's) windows, decoded per
+        # partition (``window_cache``): flushed into the transactions before anything reads them.
+        self.windows_cache: CachedWindows | None = None
         # The stream time each partition's store holds: a windowed update only moves the
         # in-memory one, and prepare_commit writes it once per commit, not once per event.
         self._stream_time_saved: dict[int, int] = {}
@@ -207,6 +213,8 @@ class Table:
 
     def hopping(self, size: float | timedelta, step: float | timedelta, *,
                 expires: float | timedelta | None = None) -> WindowedTable:
+        """Windowed by hopping windows of ``size`` every ``step`` seconds (or timedeltas);
+        ``expires`` (default ten windows) is how long windows are kept, by stream time."""
         spec = HoppingWindows(seconds_ms(size, "window size"), seconds_ms(step, "window step"))
         return self._windowed(spec, expires)
 
@@ -225,6 +233,7 @@ class Table:
         return type(self).__name__ + (f" {_spec_text(spec)}" if spec is not None else "")
 
     def fingerprint(self) -> str:
+        """A short hash of the table's definition, stamped on its changelog records."""
         return hashlib.sha1(self.definition().encode()).hexdigest()[:12]
 
     def changelog_headers(self) -> list[tuple[str, bytes]]:
@@ -279,6 +288,7 @@ class Table:
     # -- runtime hooks -------------------------------------------------------------------
 
     def attach(self, runtime: Runtime) -> None:
+        """Open the table's store for ``runtime`` (at the worker's start)."""
         self._runtime = runtime
         self._store = Store(self.app.state_dir, self.app.id, self.name, backend=self.store_kind,  # type: ignore[arg-type]
                             changelog=self.changelog.name)
@@ -330,7 +340,8 @@ class Table:
         runtime = self._runtime
         assert runtime is not None and runtime.bootstrap is not None and self._store is not None
         self._check_local_fingerprint()
-        self._slots.pop(partition, None)  # the store is about to change under them
+        if self.windows_cache is not None:
+            self.windows_cache.drop(partition)  # the store is about to change under them
         part = self._store.partition(partition)
         progress = RestoreProgress()
         runtime.metrics.restore[(self.name, partition)] = progress
@@ -400,6 +411,8 @@ class Table:
         self._stream_time_saved[partition] = clock.value(0)
 
     def revoke(self, partitions: set[int]) -> None:
+        """Drop ``partitions`` (a rebalance gave them to another worker): their open
+        transactions are rolled back and their stores released."""
         if self._store is None:
             return
         for p in partitions:
@@ -408,8 +421,8 @@ class Table:
                 txn.rollback()
             self._store.revoke(p)
             self._stream_time.pop(p, None)
-            self._slots.pop(p, None)
-            self._slots_pruned.pop(p, None)
+            if self.windows_cache is not None:
+                self.windows_cache.drop(p)
             self._stream_time_saved.pop(p, None)
             self._expired_up_to.pop(p, None)
             if self._runtime is not None:
@@ -421,6 +434,7 @@ class Table:
         """Net changes per partition since the last commit (the changelog records)."""
         out = {}
         for p, txn in self._txns.items():
+            self._write_dirty(p)
             st = self._stream_time.get(p)
             if st is not None and st.value(0) != self._stream_time_saved.get(p, MIN_TIMESTAMP):
                 now = st.value(0)
@@ -431,24 +445,23 @@ class Table:
         return out
 
     def finish_commit(self, partition: int, changelog_offset: int) -> None:
+        """Mark ``partition``'s prepared writes committed at ``changelog_offset``."""
         txn = self._txns[partition]
         txn.commit(changelog_offset)
         self._txns[partition] = txn.partition.begin()
-        self._prune_slots(partition)
 
-    def _prune_slots(self, partition: int) -> None:
-        """Forget the cached windows that expired (no update reads them again: it skips
-        windows past ``expires`` before looking for them), once per window advance."""
-        slots, clock, spec = self._slots.get(partition), self._stream_time.get(partition), self.window
-        if not slots or clock is None or spec is None:
-            return
-        # A window [start, start + size) is past expires when start + size + expires <= now.
-        horizon = clock.value(0) - spec.size_ms - (self.expires_ms or 0)
-        if horizon < self._slots_pruned.get(partition, MIN_TIMESTAMP) + spec.advance_ms:
-            return
-        self._slots_pruned[partition] = horizon
-        for slot in [slot for slot in slots if slot[1] <= horizon]:
-            del slots[slot]
+    def _write_dirty(self, partition: int) -> None:
+        """Write ``partition``'s changed cached windows into its transaction (before
+        anything reads the windows there: ``window_cache``)."""
+        cache, txn = self.windows_cache, self._txns.get(partition)
+        if cache is not None and txn is not None:
+            cache.flush(partition, txn)
+
+    def _write_all_dirty(self) -> None:
+        cache = self.windows_cache
+        if cache is not None:
+            for p, txn in self._txns.items():
+                cache.flush(p, txn)
 
     def finish_commit_unchanged(self) -> None:
         """Transactions with nothing to commit stay open for the next interval."""
@@ -462,12 +475,21 @@ class Table:
             if st is None or st.value(0) == MIN_TIMESTAMP or txn.status != TransactionStatus.OPEN:
                 continue
             threshold = st.value(0) - self.expires_ms
-            if threshold <= self._expired_up_to.get(p, MIN_TIMESTAMP):
+            before = self._expired_up_to.get(p, MIN_TIMESTAMP)
+            if threshold <= before:
                 continue  # stream time has not moved: nothing new can have expired
-            WindowedTransaction(txn).expire_windows(threshold)
             self._expired_up_to[p] = threshold
+            # Window ends are start + size with starts multiples of the advance: when no end
+            # lies in (before, threshold] there is nothing to expire (nor to write first).
+            size, advance = self.window.size_ms, self.window.advance_ms
+            if before != MIN_TIMESTAMP and (threshold - size) // advance == (before - size) // advance:
+                continue
+            cache = self.windows_cache
+            if cache is None or cache.expire(p, txn, threshold, results=False) is None:
+                WindowedTransaction(txn).expire_windows(threshold)
 
     async def close(self) -> None:
+        """Release every partition (open transactions rolled back) and close the store."""
         for p in list(self._txns):
             self.revoke({p})
         self._standby.clear()
@@ -475,6 +497,7 @@ class Table:
             self._store.close()
 
     def owned_partitions(self) -> list[int]:
+        """The partitions this worker owns, in order."""
         return sorted(self._txns)
 
     # -- dict API ------------------------------------------------------------------------
@@ -497,6 +520,7 @@ class Table:
         return murmur2_partition, False
 
     def partition_of(self, key: Any) -> int:
+        """The table partition that holds ``key``."""
         return self._partitioner()[0](self.key_codec.dumps(key), self.partitions)
 
     def partition_known(self) -> bool:
@@ -600,6 +624,7 @@ class Table:
         return txn is not None and txn.get(kb) is not None
 
     def get(self, key: Any, default: Any = None) -> Any:
+        """The value of ``key`` in the current event's partition, or ``default``."""
         kb = self.key_codec.dumps(key)
         txn = self._txns.get(self._task_partition(kb, current_event()))
         raw = txn.get(kb) if txn is not None else None
@@ -607,14 +632,17 @@ class Table:
 
     def items(self) -> Iterator[tuple[Any, Any]]:
         """Items of the partitions this worker owns."""
+        self._write_all_dirty()
         for p in sorted(self._txns):
             for kb, vb in self._txns[p].iter_range():
                 yield self.key_codec.loads(kb), self.value_codec.loads(vb)
 
     def keys(self) -> Iterator[Any]:
+        """The keys of the partitions this worker owns."""
         return (k for k, _v in self.items())
 
     def values(self) -> Iterator[Any]:
+        """The values of the partitions this worker owns."""
         return (v for _k, v in self.items())
 
     def __len__(self) -> int:
@@ -631,6 +659,7 @@ class Table:
         """The value (or, for a windowed table, the windows) of a key owned here."""
         kb = self.key_codec.dumps(key)
         txns, complete = self._lookup_txns(kb)
+        self._write_all_dirty()
         if self.window is None:
             for txn in txns:
                 raw = txn.get(kb)
@@ -649,7 +678,10 @@ class Table:
         raise KeyError(key)
 
     def snapshot(self, limit: int = 1000) -> dict[str, Any]:
+        """Up to ``limit`` keys and values of the owned partitions, as ``GET /tables/NAME``
+        answers (a windowed table: each key's list of ``{"start", "end", "value"}``)."""
         out: dict[str, Any] = {}
+        self._write_all_dirty()
         if self.window is None:
             for k, v in self.items():
                 if len(out) >= limit:
@@ -666,14 +698,12 @@ class Table:
         return out
 
 
+_new_window_set = object.__new__
+
+
 def _apply_update(old: Any, fn: Callable[[Any], Any]) -> Any:
     """A windowed table's aggregation: each update brings its own function."""
     return fn(old)
-
-
-def _bound(op: Callable[[Any, Any], Any], other: Any) -> Callable[[Any], Any]:
-    """``op(old, other)`` as an update function of ``old``."""
-    return lambda old: op(old, other)
 
 
 class WindowSet:
@@ -691,7 +721,7 @@ class WindowSet:
         return self
 
     def __iadd__(self, other: Any) -> WindowSet:
-        self.table.combine(self.key, operator.add, other)
+        self.table._update(self.key, operator.add, other, True)  # ``combine`` without its frame
         return self
 
     def __isub__(self, other: Any) -> WindowSet:
@@ -711,6 +741,7 @@ class WindowSet:
         return self
 
     def apply(self, fn: Callable[[Any], Any]) -> WindowSet:
+        """Replace the value of each window holding the current event with ``fn(value)``."""
         self.table.update(self.key, fn)
         return self
 
@@ -719,14 +750,18 @@ class WindowSet:
         return self.table.value_at(self.key, self.table.event_time())
 
     def now(self) -> Any:
-        """The value in the window holding the wall-clock time."""
-        return self.table.value_at(self.key, time.time_ns() // 1_000_000)
+        """The value in the window holding the wall-clock time (the worker's clock: the
+        virtual one in ``AppTestDriver``)."""
+        runtime = self.table.table._runtime
+        now = runtime.clock() if runtime is not None else time.time_ns() // 1_000_000
+        return self.table.value_at(self.key, now)
 
     def delta(self, seconds: float | timedelta) -> Any:
         """The value in the window holding the current event's timestamp minus ``seconds``."""
         return self.table.value_at(self.key, self.table.event_time() - seconds_ms(seconds, "delta"))
 
     def value(self) -> Any:
+        """The same as ``current()``."""
         return self.current()
 
     def __repr__(self) -> str:
@@ -740,19 +775,25 @@ class WindowedTable:
         self.table = table
         assert table.window is not None
         self.spec = table.window
-        # ``add(old, fn)`` is ``fn(old)``: each update brings its own function.
-        self._windows = FixedWindows(self.spec.size_ms, self.spec.advance_ms, table.expires_ms or 0, self._initial,
-                                     _apply_update, table.value_codec, write_through=True)
-        # Per store partition: the updates of the current take() batch, decoded, written
-        # once per window when the batch is done (``_flush_merged``).
-        self._merged: dict[int, FixedWindows] = {}
+        # ``add(old, fn)`` is ``fn(old)``: each update brings its own function. The table
+        # flushes, expires and drops the cached windows (``Table.windows_cache``).
+        self._windows = table.windows_cache = CachedWindows(
+            self.spec.size_ms, self.spec.advance_ms, table.expires_ms or 0, self._initial, _apply_update,
+            table.value_codec)
+        # A str key is encoded as StrCodec does, without its frame.
+        self._str_keys = type(table.key_codec) is StrCodec
 
     @property
     def name(self) -> str:
+        """The table's name."""
         return self.table.name
 
     def __getitem__(self, key: Any) -> WindowSet:
-        return WindowSet(self, key)
+        # ``WindowSet(self, key)`` without the ``__init__`` frame (one per ``table[key] += n``).
+        window_set = _new_window_set(WindowSet)
+        window_set.table = self
+        window_set.key = key
+        return window_set
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if isinstance(value, WindowSet):
@@ -760,6 +801,7 @@ class WindowedTable:
         self.update(key, lambda _old: value)
 
     def event_time(self) -> int:
+        """The timestamp of the event the calling agent is processing."""
         event = current_event()
         if event is None:
             raise RuntimeError(f"windowed table {self.name!r} needs a current event (use it inside an agent)")
@@ -778,16 +820,16 @@ class WindowedTable:
     def combine(self, key: Any, op: Callable[[Any, Any], Any], other: Any) -> None:
         """``table[key] <op>= other`` in each of ``key``'s windows holding the current event's
         timestamp, ``op`` one of the operator module's (which never mutate their arguments,
-        so the decoded aggregates can be cached: ``FixedWindows.update``)."""
+        so they are folded into the cached aggregates as they are: ``window_cache``)."""
         self._update(key, op, other, True)
 
     def _update(self, key: Any, add: Callable[[Any, Any], Any], value: Any, trusted: bool) -> None:
-        event = current_event()
+        event = read_current_event()
         if event is None:
             raise RuntimeError(f"windowed table {self.name!r} needs a current event (use it inside an agent)")
         ts = event.timestamp
         table = self.table
-        kb = table.key_codec.dumps(key)
+        kb = key.encode() if self._str_keys and type(key) is str else table.key_codec.dumps(key)
         # The record's own key, from a topic the table knows: its task's partition, as
         # ``_txn_at`` finds it (inlined on the per-record path); anything else goes there.
         p = event.partition
@@ -798,38 +840,16 @@ class WindowedTable:
         if stream_time is None:
             stream_time = table._stream_time[p] = InputClock(None, 0)
         # The partition's watermark, the one stream-time implementation (an agent's table is
-        # fed by one input partition: its largest timestamp so far).
-        now = stream_time.observe(0, ts, 0)
-        view = WindowedTransaction(txn)
-        scope = merging_scope()
-        if scope is None:
-            windows = self._windows
-            slots = table._slots.get(p)
-            if slots is None:
-                slots = table._slots[p] = {}
-        else:
-            windows = self._merged.get(p) or self._merged.setdefault(p, FixedWindows(
-                self.spec.size_ms, self.spec.advance_ms, 0, self._initial, _apply_update, table.value_codec))
-            scope.on_flush(self, self._flush_merged)
-            slots = None
-            if trusted:  # the merged windows keep updates as functions of the old value
-                value, add = _bound(add, value), _apply_update
-        windows.close_after = table.expires_ms or 0
-        windows.codec = table.value_codec
-        # The DSL's update of fixed windows, writing through (reads see every write).
-        if not windows.update(view, kb, ts, value, now, add=add, slots=slots, trusted=trusted):
+        # fed by one input partition: its largest timestamp so far). ``observe`` is called
+        # only when the timestamp moves it (a table's clock never has idle inputs).
+        now = stream_time.marks.get(0, MIN_TIMESTAMP)
+        if ts > now:
+            now = stream_time.observe(0, ts, 0)
+        windows = self._windows
+        if windows.current_txn is not txn:
+            windows.use(p, txn)
+        if not windows.update(kb, ts, value, now, None, add, fresh=not trusted):
             self._late(kb, now)
-
-    def _flush_merged(self) -> None:
-        """Write the merged updates of a ``take()`` batch into the partitions' transactions."""
-        for p, windows in self._merged.items():
-            if windows.pending:
-                self.table._slots.pop(p, None)  # these writes bypass the cached windows
-            txn = self.table._txns.get(p)
-            if txn is None or txn.status is not TransactionStatus.OPEN:
-                windows.discard()  # revoked meanwhile: the new owner processes the records again
-            else:
-                windows.write(WindowedTransaction(txn), reindex=True)
 
     def _initial(self) -> Any:
         default = self.table.default
@@ -844,8 +864,9 @@ class WindowedTable:
             record_late(runtime, self.table.name, key_bytes, event, watermark)
 
     def value_at(self, key: Any, timestamp: int) -> Any:
-        self._flush_merged()  # reads see the batch's updates so far
-        view, kb, _p = self._view(key)
+        """The value of ``key`` in the (latest) window holding ``timestamp``."""
+        view, kb, p = self._view(key)
+        self.table._write_dirty(p)
         windows = windows_for(self.spec, timestamp)
         raw = view.get_window(kb, windows[-1].start, windows[-1].end)
         if raw is None:
@@ -853,8 +874,9 @@ class WindowedTable:
         return self.table.value_codec.loads(raw)
 
     def windows(self, key: Any) -> list[tuple[Window, Any]]:
-        self._flush_merged()
-        view, kb, _p = self._view(key)
+        """Every stored window of ``key`` with its value."""
+        view, kb, p = self._view(key)
+        self.table._write_dirty(p)
         codec = self.table.value_codec
         return [(Window(w.start_ms, w.end_ms), codec.loads(w.value)) for w in view.iter_windows(kb)]
 
@@ -897,6 +919,7 @@ class GlobalTable(Table):
         return value
 
     def get(self, key: Any, default: Any = None) -> Any:
+        """The value of ``key`` (a global table holds every partition), or ``default``."""
         assert self._store is not None
         kb = self.key_codec.dumps(key)
         raw = self._store.partition(partition_for_key(kb, self.partitions)).get(kb)
@@ -919,30 +942,36 @@ class GlobalTable(Table):
         runtime.produce_raw(self.changelog.name, kb, None, partition_for_key(kb, self.partitions))
 
     def items(self) -> Iterator[tuple[Any, Any]]:
+        """Every key and value, over all partitions."""
         assert self._store is not None
         for p in range(self.partitions):
             for kb, vb in self._store.partition(p).iter_range():
                 yield self.key_codec.loads(kb), self.value_codec.loads(vb)
 
     def prepare_commit(self) -> dict[int, list[tuple[bytes, bytes | None]]]:
+        """Nothing to commit: a global table only reads its changelog."""
         return {}
 
     def revoke(self, partitions: set[int]) -> None:
         """A global table keeps every partition whatever the group assigns."""
 
     async def restore(self, partition: int) -> None:
+        """Nothing to restore per partition: the follower reads the whole changelog."""
         return None
 
     def owned_partitions(self) -> list[int]:
+        """Every partition: a global table holds them all."""
         return list(range(self.partitions))
 
     def query(self, key: Any) -> Any:
+        """What ``GET /tables/NAME/KEY`` answers: the value, or KeyError when absent."""
         value = self.get(key)
         if value is None:
             raise KeyError(key)
         return value
 
     async def close(self) -> None:
+        """Stop following the changelog and close the store."""
         if self._follower is not None:
             await self._follower.stop()
             self._follower = None

@@ -118,6 +118,26 @@ class Topic:
                     break
             return out
         key_loads, value_loads, name, append = raw_loads(self.key_codec), raw_loads(self.value_codec), self.name, out.append
+        loads_many = getattr(self.value_codec, "loads_many", None)
+        if loads_many is not None and len(records) - start > 1:
+            # A model: the batch's values validated in one call; with a bad value (or a
+            # tombstone) among them, record by record below, stopping before the bad one.
+            values = [records[i].value for i in range(start, len(records))]
+            if None not in values:
+                try:
+                    decoded = loads_many(values)
+                except Exception:
+                    decoded = None
+                if decoded is not None:
+                    try:
+                        for i, v in zip(range(start, len(records)), decoded, strict=True):
+                            r = records[i]
+                            k, h = r.key, r.headers
+                            append(Event(None if k is None else key_loads(k), v, r.timestamp, list(h) if h else [],
+                                         name, partition, r.offset, k))
+                    except Exception:  # a bad key: the caller decodes that record with the error policy
+                        pass
+                    return out
         try:
             for i in range(start, len(records)):
                 r = records[i]

@@ -177,19 +177,34 @@ async def _run(app: App, broker: str | None, web_port: int | None, broker_port: 
 # around far more often: a quarter of the agent path's CPU in the streams benchmark.
 # Reference counting frees them as before; only garbage cycles wait longer.
 _GC_THRESHOLDS = (50_000, 20, 50)
+# The young generation's count is container allocations less deallocations, so a fetch batch
+# raises it by what the batch holds while it is processed (its records, events, header lists,
+# and the values: a pydantic model and its fields set, or a value's nested lists and dicts)
+# and lowers it again when the batch is freed. A threshold below that makes every batch cross
+# it: each young collection then walks a whole live batch and promotes it. Room for this many
+# containers per record of a full batch (max.poll.records) keeps the collections between
+# batches, where they find the few objects that outlive one.
+_GC_OBJECTS_PER_RECORD = 20
 
 
-def _tune_gc() -> None:
+def young_gc_threshold(max_poll_records: int = 0) -> int:
+    """The young-generation threshold a worker runs with: ``_GC_THRESHOLDS``' young one,
+    raised to hold a full fetch batch of ``max_poll_records`` (``_GC_OBJECTS_PER_RECORD``)."""
+    return max(_GC_THRESHOLDS[0], _GC_OBJECTS_PER_RECORD * max_poll_records)
+
+
+def _tune_gc(max_poll_records: int = 0) -> None:
     """The collector's settings for a process that runs one worker: what start-up loaded
     (modules, the app, its clients) moves out of the collector's walks for good
-    (``gc.freeze``), and the thresholds of ``_GC_THRESHOLDS``."""
+    (``gc.freeze``), and the thresholds of ``_GC_THRESHOLDS`` with the young one of
+    ``young_gc_threshold``."""
     gc.freeze()
-    gc.set_threshold(*_GC_THRESHOLDS)
+    gc.set_threshold(young_gc_threshold(max_poll_records), *_GC_THRESHOLDS[1:])
 
 
 async def _serve(app: App, broker: str, web_port: int | None) -> int:
     runtime = await _start_app(app, broker, web_port)
-    _tune_gc()
+    _tune_gc(app.settings.max_poll_records)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

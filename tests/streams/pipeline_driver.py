@@ -78,6 +78,10 @@ class Worker:
                       task: int | None = None) -> None:
         self.append(topic, key, value, headers=headers, timestamp=timestamp, partition=partition)
 
+    async def enqueue_many(self, records: Any) -> None:
+        for o in records:
+            self.append(o.topic.name, o.key, o.value, headers=o.headers, timestamp=o.timestamp, partition=o.partition)
+
     def append(self, topic: str, key: bytes | None, value: bytes | None, *, headers: Any = None,
                timestamp: int | None = None, partition: int | None = None) -> None:
         if partition is None:
@@ -120,6 +124,13 @@ class Topology:
     async def run(self, rng: random.Random, max_batch: int) -> None:
         while pending := self.pending():
             await self.step(rng.choice(pending), rng.randint(1, max_batch))
+
+    def commit(self) -> None:
+        """Commit the stores as the worker does (without a changelog): what a restart
+        restores."""
+        for table in self.app.tables.values():
+            for p in table.prepare_commit():
+                table.finish_commit(p, 0)
 
     def windows(self, topic: str = "counts") -> dict[tuple[Any, int, int], Any]:
         """The window results written to ``topic``: (key, start, end) -> value; each once."""

@@ -4,12 +4,15 @@ the one exception the runtime's deserialization policy handles."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from streamkit.streams.codecs import (
     BytesCodec,
@@ -236,3 +239,72 @@ def test_topic_encode_decode_pass_none_through() -> None:
     assert topic.decode(key, value) == ("k", PageView(page="/", user="u"))
     with pytest.raises(CodecError):
         topic.decode(b"\xff", None)
+
+
+# -- a model batch in one call (ModelCodec.loads_many, Topic.events) -----------------------
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(strict=True)
+    n: int = 0
+    at: datetime | None = None
+
+
+_JSONISH = st.one_of(
+    st.sampled_from([b'{"page":"/","user":"u"}', b'{"page":"/","user":"u","ms":"7"}', b'{"page":"/","user":"u","ms":1.0}',
+                     b'{"page":"/","user":"u","ms":1.5}', b'{"page":1,"user":"u"}', b'{"page":"/"}', b"null", b"[1]",
+                     b'{"page":"/","user":"u"} ', b'{"page":"/","user":"u"},{"page":"/","user":"v"}', b'"ms":1}',
+                     b'{"n":"1"}', b'{"n":1}', b'{"at":"2024-01-01T00:00:00Z"}', b'{"at":1700000000}', b"{"]),
+    st.builds(lambda d: orjson.dumps(d), st.dictionaries(st.sampled_from(["page", "user", "ms", "n", "at"]),
+                                                         st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=3), st.none()))),
+)
+
+
+@given(st.sampled_from([PageView, Strict]), st.lists(_JSONISH, min_size=1, max_size=6))
+@settings(max_examples=300, deadline=None)
+def test_model_loads_many_equals_loads_one_by_one(model: type[BaseModel], values: list[bytes]) -> None:
+    """One call over a batch gives what loads gives value by value (pydantic's JSON-input
+    rules, strict models too), and refuses the batch when any value is refused, also values
+    that would form valid JSON only when joined."""
+    codec = ModelCodec(model)
+    one_by_one: list[Any] | None = []
+    for v in values:
+        try:
+            one_by_one.append(codec.loads(v))  # type: ignore[union-attr]
+        except CodecError:
+            one_by_one = None
+            break
+    try:
+        many: list[Any] | None = codec.loads_many(values)
+    except ValueError:
+        many = None
+    assert many == one_by_one
+
+
+def test_topic_events_of_a_model_batch_stop_before_a_bad_value() -> None:
+    """A batch with a bad value decodes up to it (the runtime then applies the error policy
+    to that record and goes on after it), as record by record."""
+
+    class NoApp:
+        pass
+
+    @dataclass
+    class Rec:
+        key: bytes | None
+        value: bytes | None
+        offset: int
+        timestamp: int = 5
+        headers: tuple[tuple[str, bytes], ...] = ()
+
+    topic = Topic(NoApp(), "t", key_type=str, value_type=PageView)  # type: ignore[arg-type]
+    good = [Rec(b"k%d" % i, b'{"page":"/%d","user":"u"}' % i, i) for i in range(6)]
+    events = topic.events(good, 7)
+    assert [(e.key, e.value, e.offset, e.partition) for e in events] == [
+        (f"k{i}", PageView(page=f"/{i}", user="u"), i, 7) for i in range(6)]
+    bad = [*good[:2], Rec(b"k9", b'{"page":1}', 2), *good[3:]]
+    assert [e.offset for e in topic.events(bad, 0)] == [0, 1]
+    assert [e.offset for e in topic.events(bad, 0, 3)] == [3, 4, 5]
+    bad_key = [*good[:4], Rec(b"\xff", b'{"page":"/","user":"u"}', 4), good[5]]
+    assert [e.offset for e in topic.events(bad_key, 0, 1)] == [1, 2, 3]
+    tombstone = [*good[:2], Rec(b"k9", None, 2), *good[3:]]
+    assert [(e.offset, e.value) for e in topic.events(tombstone, 0)][2] == (2, None)

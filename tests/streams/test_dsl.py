@@ -429,6 +429,30 @@ async def test_late_records_go_to_the_late_topic(make_app: Any, probe: Probe,
     assert [(o.value["start"] - T0, o.value["value"]) for o in outs] == [(0, 1), (100, 2)]
 
 
+async def test_late_log_lines_add_up_to_the_metric_in_a_running_worker(make_app: Any, probe: Probe,
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 17: a worker logged 'dropped 1 late record(s)' while its metric said 30, and the
+    record was '0 ms behind' a watermark. Several late records within one log interval: the
+    worker's lines (the first at once, the rest when it stops) add up to the metric, and each
+    names a watermark its record is behind."""
+    app = make_app()
+    source = app.topic(f"{app.id}-in", value_type=int, partitions=1)
+    app.stream(source).window(streamkit.tumbling(ms=100), grace=10).count(name="c").final().to(f"{app.id}-counts")
+    late_ts = [T0 + 50, T0 + 60, T0 + 70, T0 + 80, T0 + 90]
+    records = [("k", 1, T0 + 5), ("k", 2, T0 + 150), *[("k", 3, ts) for ts in late_ts], ("k", 4, T0 + 250)]
+    caplog.set_level("WARNING", logger="streamkit.streams")
+    async with running(app) as runtime:
+        for key, value, ts in encode_records(records):
+            await probe.produce(source.name, value, key=key, timestamp=ts)
+        await probe.settle(runtime)
+        assert runtime.metrics.late_by_operator == {"c": len(late_ts)}
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("c: dropped ")]
+    assert sum(int(line.split()[2]) for line in lines) == len(late_ts), lines
+    for line in lines:
+        behind = int(line.split(" ms behind the watermark ")[0].rsplit(", ", 1)[1])
+        assert behind > 0, line
+
+
 async def _nonempty(probe: Probe, topic: str | None) -> Any:
     assert topic is not None
     if topic not in await probe.admin.list_topics():

@@ -142,8 +142,9 @@ def test_a_far_future_record_closes_nothing_until_the_others_catch_up() -> None:
 
 
 def test_restart_mid_backlog_changes_nothing() -> None:
-    """Processing stops half way; a new worker (fresh clocks, the same stores: what a restart
-    restores) continues from there and the result is the batch reference."""
+    """Processing stops half way and commits; a new worker (fresh clocks, the same committed
+    stores: what a restart restores) continues from there and the result is the batch
+    reference."""
     rng = random.Random(7)
     clicks = {p: sorted((rng.choice("abc"), T0 + rng.randrange(8_000)) for _ in range(40))
               for p in range(SOURCE_PARTITIONS)}
@@ -156,7 +157,8 @@ def test_restart_mid_backlog_changes_nothing() -> None:
         for _ in range(40):
             if pending := first.pending():
                 await first.step(rng.choice(pending), rng.randint(1, 10))
-        # Restart: the same stores, newly compiled operators with fresh clocks.
+        # Restart: the committed stores, newly compiled operators with fresh clocks.
+        first.commit()
         second = Topology(app, first.worker)
         second.read = first.read
         await second.run(rng, 10)

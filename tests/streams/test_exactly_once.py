@@ -41,8 +41,8 @@ def _output(s: Scenario) -> str:
     return f"{s.app_id}-counts-out"
 
 
-def _eos_worker(s: Scenario, name: str) -> Worker:
-    w = s.worker(name, config=EXACTLY_ONCE)
+def _eos_worker(s: Scenario, name: str, **config: Any) -> Worker:
+    w = s.worker(name, config={**EXACTLY_ONCE, **config})
     w.env.update({"SK_TEST_OUTPUT": _output(s), "SK_TEST_GROUPS": str(GROUPS)})
     return w
 
@@ -120,7 +120,10 @@ async def test_sigkill_again_and_again_gives_exact_results(scenario: Scenario) -
     s = scenario
     await s.probe.create_topic(_output(s), PARTITIONS)
     rng = random.Random(20261126)
-    w = _eos_worker(s, "w1").start()
+    # A restart on a loaded machine can take longer than the default 10 s, after which the
+    # broker, not the next producer, aborts the open transaction: the check below is of
+    # the fencing, so the transactions here outlive any restart.
+    w = _eos_worker(s, "w1", **{"transaction.timeout.ms": 120_000}).start()
     stop = asyncio.Event()
     producing = _produce_until(s, stop)
     committed = 0

@@ -196,7 +196,7 @@ class _Worker:
         self.owned = {("t", 0), ("t", 1)}
         self.acked: list[int] = []
 
-    def ack(self, stream: object, event: Event) -> None:
+    def ack(self, stream: object, event: Event, count: int = 1) -> None:
         self.acked.append(event.offset)
 
     def owns(self, event: Event) -> bool:

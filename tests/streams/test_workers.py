@@ -401,12 +401,16 @@ def test_worker_cli_gives_up_on_an_unreachable_broker_after_bootstrap_timeout() 
 def test_a_worker_process_tunes_the_garbage_collector() -> None:
     """``streamkit worker`` freezes what start-up loaded and collects young objects every
     50,000 allocations instead of 700 (the streams benchmark's agent path spent a quarter of
-    its CPU in the collector)."""
+    its CPU in the collector), or every 20 per record of a full fetch batch when that is more
+    (max.poll.records), so a batch of models does not cross the threshold on its own."""
     thresholds = gc.get_threshold()
     try:
-        worker_module._tune_gc()
+        worker_module._tune_gc(500)
         assert gc.get_threshold() == (50_000, 20, 50)
         assert gc.get_freeze_count() > 0
+        gc.unfreeze()
+        worker_module._tune_gc(10_000)  # the default max.poll.records
+        assert gc.get_threshold() == (200_000, 20, 50)
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)

@@ -11,10 +11,11 @@ For a batch of one partition:
    its own watermark (or the operator's closed time);
 4. windows are assigned arithmetically over the timestamp column;
 5. the on-time records are pre-aggregated per (key, window) with Arrow's hash
-   aggregations, and each partial aggregate is merged into the operator's pending
-   aggregates (``FixedWindows.pending``): one store read per key and window per batch;
-6. the operator's ``tick`` then writes them back, closes windows and emits results, exactly
-   as after a row-path batch; the store's changelog carries one record per key per commit.
+   aggregations, and each partial aggregate is merged into the operator's cached windows
+   (``window_cache``): no store read for a window the partition has seen;
+6. the operator's ``tick`` then closes windows and emits results, exactly as after a
+   row-path batch; the changed windows reach the store and its changelog (one record per
+   key per commit) at the commit.
 
 A batch the decode refuses (a tombstone, a value that is not a JSON object, a field that
 does not fit the model, a key the key codec refuses) runs on the row path instead, which
@@ -31,11 +32,9 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 import orjson
 
-from streamkit.state.windowed import WindowedTransaction
 from streamkit.streams.codecs import CodecError
 from streamkit.streams.columnar.aggs import AggSpec
 from streamkit.streams.columnar.expr import _SCALARS, _scalar
-from streamkit.streams.fixed_windows import _Pending
 from streamkit.streams.pipeline import CompiledSource
 from streamkit.streams.processing import send_late
 from streamkit.streams.windows import MIN_TIMESTAMP, HoppingWindows, TumblingWindows
@@ -63,7 +62,6 @@ class _Batch:
     starts: list[int]
     results: dict[str, list[Any]]
     names: list[str]
-    size: int
     state_keys: list[bytes] = field(default_factory=list)
 
 
@@ -186,30 +184,29 @@ class ColumnarSource(CompiledSource):
 
     def _keys(self, records: list[ConsumerRecord]) -> tuple[np.ndarray, list[bytes]] | None:
         """Per record the index of its key, and each distinct key's state key (the row
-        path's ``KeyCodec.dumps(key_codec.loads(raw))``); None if a key does not decode."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        encoded = pc.dictionary_encode(pa.array([r.key for r in records], type=pa.binary()))
+        path's ``KeyCodec.dumps(key_codec.loads(raw))``); None if a key does not decode.
+        A dict numbers the distinct keys (several times faster than Arrow's dictionary
+        encoding of a list of bytes built for it)."""
+        seen: dict[bytes | None, int] = {}
+        number = seen.setdefault
+        indices = np.fromiter([number(r.key, len(seen)) for r in records], dtype=np.int64, count=len(records))
         loads, known = self.topic.key_codec.loads, self._state_keys
         if len(known) > _KEY_CACHE:
             known.clear()
         state_keys: list[bytes] = []
         try:
-            for raw in encoded.dictionary.to_pylist():
+            for raw in seen:
+                if raw is None:
+                    # A record without a key: the row path aggregates it under the key None.
+                    state_keys.append(b"null")
+                    continue
                 kb = known.get(raw)
                 if kb is None:
                     kb = known[raw] = orjson.dumps(loads(raw))
                 state_keys.append(kb)
         except (CodecError, TypeError, ValueError):
             return None
-        indices = encoded.indices.to_numpy(zero_copy_only=False)
-        if encoded.indices.null_count:
-            # A record without a key: the row path aggregates it under the key None.
-            state_keys.append(b"null")
-            indices = np.where(encoded.indices.is_valid().to_numpy(zero_copy_only=False), indices,
-                               len(state_keys) - 1)
-        return indices.astype(np.int64), state_keys
+        return indices, state_keys
 
     def _compute(self, partition: int, table: pa.Table, keys: tuple[np.ndarray, list[bytes]], ts: np.ndarray,
                  own: np.ndarray) -> _Batch | None:
@@ -256,7 +253,7 @@ class ColumnarSource(CompiledSource):
                 rows.append(idx)
                 starts.append(start[idx])
         late = np.nonzero(mask & ~on_time_any)[0]
-        batch = _Batch(late, now, [], [], {}, [], size)
+        batch = _Batch(late, now, [], [], {}, [])
         if not rows:
             return batch
         row = np.concatenate(rows)
@@ -295,7 +292,7 @@ class ColumnarSource(CompiledSource):
 
     def _apply(self, partition: int, records: list[ConsumerRecord], batch: _Batch) -> None:
         """Send the late records on, and merge the partial aggregates into the operator's
-        pending ones: one store read per (key, window) not pending yet."""
+        cached windows."""
         chain, agg = self.chain, self.aggregate
         assert chain is not None and agg is not None
         ctx = self.ctx
@@ -311,25 +308,16 @@ class ColumnarSource(CompiledSource):
         if not batch.keys:
             return
         aggs_spec = chain.spec
-        results, size = batch.results, batch.size
+        results = batch.results
         fixed = agg.fixed
         assert fixed is not None
-        pending, loads, init, merge = fixed.pending, fixed.codec.loads, aggs_spec.init, aggs_spec.merger()
-        view = WindowedTransaction(txn)
-        slot_of, read = view.slot, view.read_slot
-        scalar = aggs_spec.scalar
-        first = aggs_spec.aggs[0].name
-        names = batch.names
-        for j, (k, start) in enumerate(zip(batch.keys, batch.starts, strict=True)):
-            partial = results[first][j] if scalar else {name: results[name][j] for name in names}
-            kb = batch.state_keys[k]
-            end = start + size
-            slot = slot_of(kb, start, end)
-            entry = pending.get(slot)
-            if entry is None:
-                raw = read(slot)
-                pending[slot] = _Pending(kb, start, end, merge(init() if raw is None else loads(raw), partial),
-                                         raw is None)
-            else:
-                entry.agg = merge(entry.agg, partial)
+        fixed.use(partition, txn)
+        if aggs_spec.scalar:
+            partials: list[Any] = results[aggs_spec.aggs[0].name]
+        else:
+            names = batch.names
+            partials = [dict(zip(names, values, strict=True))
+                        for values in zip(*(results[name] for name in names), strict=True)]
+        state_keys = batch.state_keys
+        fixed.merge([state_keys[k] for k in batch.keys], batch.starts, partials, aggs_spec.merger())
 
