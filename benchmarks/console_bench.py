@@ -20,7 +20,7 @@ of its server-sent events in this one, and a confluent-kafka producer process wr
 compared. Target: within 5%.
 
 Usage: python benchmarks/console_bench.py [--topics 1000] [--groups 100] [--records 1000000]
-       [--requests 100] [--produce 2000000] [--rounds 3]
+       [--requests 100] [--produce 2000000] [--rounds 3] [--endpoints-only | --throughput-only]
 """
 
 from __future__ import annotations
@@ -285,6 +285,7 @@ def main() -> None:
     parser.add_argument("--produce", type=int, default=2_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--throughput-only", action="store_true", help="skip the endpoints (and their setup)")
+    parser.add_argument("--endpoints-only", action="store_true", help="skip the produce throughput")
     args = parser.parse_args()
     print(f"console bench: {args.topics} topics, {args.groups} groups, {args.records:,} records; {machine_load()}")
     with tempfile.TemporaryDirectory() as directory, \
@@ -298,6 +299,8 @@ def main() -> None:
         print(f"set up in {time.monotonic() - started:.0f} s")
         asyncio.run(_run(broker.bootstrap, args.requests, f"group-{args.groups // 2:03d}", broker.process.pid,
                          f"http://127.0.0.1:{broker.metrics_port}/metrics"))
+        if args.endpoints_only:
+            return
         _throughput(broker.bootstrap, args.produce, args.rounds, broker.process.pid)
 
 

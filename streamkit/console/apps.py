@@ -13,6 +13,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from streamkit.console.errors import BadInput, ConsoleError, NotFound, Unavailable
+from streamkit.console.rest import HttpClients
 
 __all__ = ["OperatorTime", "Worker", "internal_topic", "query_table", "read_metrics", "worker", "worker_address"]
 
@@ -67,13 +68,13 @@ class Worker:
         return sorted(t for t in self.topics if t not in read and not internal_topic(self.app or "", t))
 
 
-async def worker(url: str, http_options: dict[str, Any] | None = None) -> Worker:
+async def worker(url: str, http: HttpClients) -> Worker:
     out = Worker(url, worker_address(url), up=False)
+    client = http.get(url)
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=_TIMEOUT_S, **(http_options or {})) as client:
-            index = (await client.get("/")).json()
-            health = (await client.get("/health")).json()
-            metrics = (await client.get("/metrics")).text
+        index = (await client.get("/", timeout=_TIMEOUT_S)).json()
+        health = (await client.get("/health", timeout=_TIMEOUT_S)).json()
+        metrics = (await client.get("/metrics", timeout=_TIMEOUT_S)).text
     except (httpx.HTTPError, ValueError) as exc:
         out.error = f"{type(exc).__name__}: {exc or 'no answer'}"
         return out
@@ -109,16 +110,15 @@ def read_metrics(text: str, out: Worker) -> None:
     out.operators = [OperatorTime(op, p, now, behind) for (op, p), (now, behind) in sorted(times.items())]
 
 
-async def query_table(url: str, table: str, key: str | None, limit: int = 100,
-                      http_options: dict[str, Any] | None = None) -> Any:
+async def query_table(url: str, table: str, key: str | None, http: HttpClients, limit: int = 100) -> Any:
     """A table's contents on that worker (up to ``limit``) or one key's value (from
     whichever worker owns it: the worker forwards)."""
     path = f"/tables/{quote(table, safe='')}"
     if key is not None:
         path += f"/{quote(key, safe='')}"
     try:
-        async with httpx.AsyncClient(base_url=url, timeout=_TIMEOUT_S, **(http_options or {})) as client:
-            response = await client.get(path, params=None if key is not None else {"limit": str(limit)})
+        response = await http.get(url).get(path, params=None if key is not None else {"limit": str(limit)},
+                                        timeout=_TIMEOUT_S)
     except httpx.HTTPError as exc:
         raise Unavailable(f"the worker at {worker_address(url)} does not answer ({type(exc).__name__})") from None
     try:

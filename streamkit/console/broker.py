@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient
@@ -35,6 +36,14 @@ __all__ = [
     "reset_group",
     "topic", "topic_ends",
 ]
+
+
+_T = TypeVar("_T")
+# How long the cluster's metadata and group list answer every page: a page load asks for
+# them once however many requests (and the lag sampler) ask meanwhile. The console's own
+# topic changes forget them at once; another client's show within this time.
+FRESH_S = 1.0
+_MAX_CACHED = 256  # answers kept: the metadata, the group list, leaders by topic set
 
 
 @contextlib.contextmanager
@@ -78,6 +87,31 @@ class AdminPool:
         self.bootstrap = bootstrap
         self._client: AIOKafkaAdminClient | None = None
         self._lock = asyncio.Lock()
+        self._cache: dict[str, tuple[float, Any]] = {}
+        self._fetching: dict[str, asyncio.Lock] = {}
+
+    async def cached(self, key: str, fetch: Callable[[], Awaitable[_T]], max_age_s: float = FRESH_S) -> _T:
+        """``fetch()``'s answer, shared: requests that come while it runs wait for it rather
+        than ask again, and it answers those of the next ``max_age_s`` seconds too."""
+        lock = self._fetching.setdefault(key, asyncio.Lock())
+        async with lock:
+            hit = self._cache.get(key)
+            if hit is not None and time.monotonic() - hit[0] < max_age_s:
+                answer: _T = hit[1]
+                return answer
+            started = time.monotonic()
+            fetched = await fetch()
+            if len(self._cache) >= _MAX_CACHED:  # the oldest answer goes
+                self._cache.pop(min(self._cache, key=lambda k: self._cache[k][0]))
+            self._cache[key] = (started, fetched)
+            return fetched
+
+    def forget(self, key: str | None = None) -> None:
+        """Drop one cached answer (all with None): the next request fetches it afresh."""
+        if key is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(key, None)
 
     @contextlib.asynccontextmanager
     async def admin(self) -> AsyncIterator[AIOKafkaAdminClient]:
@@ -103,14 +137,27 @@ class AdminPool:
 
 async def overview(pool: AdminPool) -> Overview:
     """Brokers, controller and every topic with its partition health: one Metadata request
-    on a client kept open."""
+    on a client kept open, shared by the requests of the next ``FRESH_S``."""
+    return await pool.cached("overview", lambda: _overview(pool))
+
+
+async def _cluster(pool: AdminPool) -> dict[str, Any]:
+    """The cluster's metadata (brokers, controller, every topic with its partitions and their
+    leaders), shared for ``FRESH_S``: one Metadata request, where the public describe_cluster
+    and describe_topics would fetch (and decode) it twice."""
+    async def fetch() -> dict[str, Any]:
+        async with pool.admin() as client:
+            found: dict[str, Any] = (await client._get_cluster_metadata(topics=None)).to_object()
+            return found
+
+    return await pool.cached("metadata", fetch)
+
+
+async def _overview(pool: AdminPool) -> Overview:
     bootstrap = pool.bootstrap
     with kafka_errors():
-        async with pool.admin() as client:
-            # One Metadata request for the brokers, the controller and every topic: the
-            # public describe_cluster and describe_topics would fetch (and decode) it twice.
-            cluster = (await client._get_cluster_metadata(topics=None)).to_object()
-            described = cluster["topics"]
+        cluster = await _cluster(pool)
+        described = cluster["topics"]
     brokers = sorted(({"id": int(b["node_id"]), "host": str(b["host"]), "port": int(b["port"]),
                        "rack": b.get("rack")} for b in cluster.get("brokers", [])), key=lambda b: b["id"])
     live = {b["id"] for b in brokers}
@@ -139,8 +186,7 @@ async def records_written(pool: AdminPool) -> int:
     """How many records the cluster's topics (internal ones left out) have had written, all
     told: the sum of their partitions' end offsets. Its change over time is the rate in."""
     with kafka_errors():
-        async with pool.admin() as client:
-            described = await client.describe_topics()  # every topic
+        described = (await _cluster(pool))["topics"]
         tps = [TopicPartition(t["topic"], int(p["partition"])) for t in described
                if not t["error_code"] and not t.get("is_internal") for p in t["partitions"]]
         ends = await _end_offsets(pool, tps) if tps else {}
@@ -153,10 +199,9 @@ async def topic_ends(pool: AdminPool, names: list[str]) -> dict[str, int]:
     if not names:
         return {}
     with kafka_errors():
-        async with pool.admin() as client:
-            # Every topic's (one Metadata request): naming a missing topic could have a broker
-            # with auto.create.topics.enable create it.
-            cluster = (await client._get_cluster_metadata(topics=None)).to_object()
+        # Every topic's: naming a missing topic could have a broker with
+        # auto.create.topics.enable create it.
+        cluster = await _cluster(pool)
         wanted = set(names)
         tps = [TopicPartition(t["topic"], int(p["partition"])) for t in cluster["topics"]
                if not t["error_code"] and t["topic"] in wanted for p in t["partitions"]]
@@ -265,15 +310,22 @@ async def partitions_of(pool: AdminPool, name: str) -> set[int]:
 
 async def _end_offsets(pool: AdminPool, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
     """Each partition's end offset (high watermark): ListOffsets to the leaders over the
-    pool's admin client, after a Metadata request for just these topics that may not create
-    them. A partition whose leader does not answer it (moved meanwhile) is asked again by a
-    consumer of its own."""
+    pool's admin client, one request a leader. The leaders come from a Metadata request for
+    just these topics that may not create them (not the whole cluster's, whose decoding costs
+    more than the rest of a group page), shared for ``FRESH_S``. A partition whose leader
+    does not answer it (moved meanwhile) is asked again by a consumer of its own."""
     out: dict[TopicPartition, int] = {}
+    topics = sorted({tp.topic for tp in partitions})
+
+    async def fetch_leaders() -> dict[tuple[str, int], int]:
+        async with pool.admin() as client:
+            metadata = (await client._send_request(
+                MetadataRequest(topics, allow_auto_topic_creation=False))).to_object()
+        return {(t["topic"], int(p["partition"])): int(p["leader"]) for t in metadata["topics"]
+                if not t["error_code"] for p in t["partitions"]}
+
+    leaders = await pool.cached("leaders " + " ".join(topics), fetch_leaders)
     async with pool.admin() as client:
-        topics = sorted({tp.topic for tp in partitions})
-        metadata = (await client._send_request(MetadataRequest(topics, allow_auto_topic_creation=False))).to_object()
-        leaders = {(t["topic"], int(p["partition"])): int(p["leader"]) for t in metadata["topics"]
-                   if not t["error_code"] for p in t["partitions"]}
         by_node: dict[int, dict[str, list[int]]] = {}
         for tp in partitions:
             leader = leaders.get((tp.topic, tp.partition), -1)
@@ -348,23 +400,30 @@ async def group(pool: AdminPool, group_id: str) -> GroupView:
     know. On the pool's admin client: no new connection, no bootstrap. A KIP-848 group's
     state and members come from ConsumerGroupDescribe (DescribeGroups shows it empty)."""
     with kafka_errors():
+        known = await _group_kinds(pool)
+        if group_id not in known:  # perhaps new since the list was fetched
+            pool.forget("groups")
+            known = await _group_kinds(pool)
+        if group_id not in known:
+            raise NotFound(f"consumer group {group_id} not found")
+        if known[group_id] == "share":
+            return await _share_group(pool.bootstrap, group_id)
         async with pool.admin() as client:
-            known = {str(g[0]): str(g[1]) for g in await client.list_consumer_groups()}
-            if group_id not in known:
-                raise NotFound(f"consumer group {group_id} not found")
-            if known[group_id] == "share":
-                return await _share_group(pool.bootstrap, group_id)
-            described = await client.describe_consumer_groups([group_id])
-            offsets = await client.list_consumer_group_offsets(group_id)
+            described, offsets = await asyncio.gather(client.describe_consumer_groups([group_id]),
+                                                      client.list_consumer_group_offsets(group_id))
         ends = await _end_offsets(pool, list(offsets)) if offsets else {}
-        modern = (await describe_modern_groups(pool.bootstrap, [group_id]))[group_id]
-    state, members = "Dead", []
-    for response in described:
-        for error_code, _gid, group_state, _protocol_type, _protocol, group_members, *_rest in response.groups:
-            if error_code:
-                raise BadInput(f"cannot describe group {group_id}: error {error_code}")
-            state = str(group_state)
-            members = [_member(tuple(m)) for m in group_members]
+        state, members, error = "Dead", [], 0
+        for response in described:
+            for error_code, _gid, group_state, _protocol_type, _protocol, group_members, *_rest in response.groups:
+                error, state = int(error_code), str(group_state)
+                members = [_member(tuple(m)) for m in group_members]
+        # A KIP-848 group is Dead (or an error) to DescribeGroups: only then is it asked
+        # with ConsumerGroupDescribe, on connections of its own.
+        modern = None
+        if error or state == "Dead":
+            modern = (await describe_modern_groups(pool.bootstrap, [group_id]))[group_id]
+    if error and modern is None:
+        raise BadInput(f"cannot describe group {group_id}: error {error}")
     protocol = "classic"
     if modern is not None:
         state, protocol = modern.state, "consumer"
@@ -373,6 +432,15 @@ async def group(pool: AdminPool, group_id: str) -> GroupView:
     lags = [admin.PartitionLag(tp.topic, tp.partition, meta.offset, ends.get(tp, -1))
             for tp, meta in sorted(offsets.items(), key=lambda item: (item[0].topic, item[0].partition))]
     return GroupView(group_id, state, protocol, members, lags)
+
+
+async def _group_kinds(pool: AdminPool) -> dict[str, str]:
+    """Every group's protocol type (consumer, share...): ListGroups, shared for ``FRESH_S``."""
+    async def fetch() -> dict[str, str]:
+        async with pool.admin() as client:
+            return {str(g[0]): str(g[1]) for g in await client.list_consumer_groups()}
+
+    return await pool.cached("groups", fetch)
 
 
 async def reset_group(pool: AdminPool, group_id: str, topic_name: str, to: str,

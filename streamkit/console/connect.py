@@ -8,14 +8,14 @@ from typing import Any
 from urllib.parse import quote
 
 from streamkit.console.errors import ConsoleError
-from streamkit.console.rest import RestClient
+from streamkit.console.rest import HttpClients, RestClient
 
 __all__ = ["ConnectClient", "field_errors"]
 
 
 class ConnectClient(RestClient):
-    def __init__(self, url: str, http_options: dict[str, Any] | None = None) -> None:
-        super().__init__(url, "the Connect REST API", http_options=http_options)
+    def __init__(self, url: str, http: HttpClients | None = None) -> None:
+        super().__init__(url, "the Connect REST API", http=http)
 
     async def connectors(self) -> dict[str, Any]:
         found = await self.request("GET", "/connectors", params={"expand": "status,info"})

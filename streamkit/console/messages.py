@@ -13,6 +13,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
@@ -37,8 +38,8 @@ _READ_TIMEOUT_S = 5.0
 
 @dataclass(frozen=True, slots=True)
 class Decoded:
-    """How a key, value or header shows: ``kind`` is null, json, text or hex, or avro or
-    json-schema for a record in the registry's wire format (``schema_id`` its schema)."""
+    """How a key, value or header shows: ``kind`` is null, json, text or hex, or avro,
+    json-schema or protobuf for a record in the registry's wire format (``schema_id`` its schema)."""
 
     kind: str
     text: str
@@ -59,13 +60,25 @@ def decode(data: bytes | None, schemas: SchemaDecoder | None = None) -> Decoded:
         return Decoded("hex", data.hex(" "))
     stripped = text.strip()
     if stripped[:1] in ("{", "[") or stripped in ("true", "false", "null"):
-        try:
-            return Decoded("json", json.dumps(json.loads(text), indent=2, ensure_ascii=False))
-        except ValueError:
-            pass
+        shown = _pretty_json(data, text)
+        if shown is not None:
+            return Decoded("json", shown)
     if any(ord(c) < 32 and c not in "\t\r\n" for c in text):
         return Decoded("hex", data.hex(" "))
     return Decoded("text", text)
+
+
+def _pretty_json(data: bytes, text: str) -> str | None:
+    """JSON indented by two, as ``json.dumps(indent=2)``; orjson first (a page of 50 values in
+    a fraction of the time), the json module for what orjson refuses (integers past 64 bits)."""
+    try:
+        return orjson.dumps(orjson.loads(data), option=orjson.OPT_INDENT_2).decode()
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        pass
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +173,9 @@ async def browse(bootstrap: str, topic: str, want: Browse, max_scan: int = 10_00
                 raise BadInput(f"topic {topic} has no partition {want.partition} (it has {len(found)})")
             chosen = [want.partition] if want.partition is not None else sorted(found)
             tps = [TopicPartition(topic, p) for p in chosen]
-            starts = dict(await consumer.beginning_offsets(tps))
-            ends = dict(await consumer.end_offsets(tps))
+            # Both ListOffsets at once: one round trip of waiting, not two.
+            first, last = await asyncio.gather(consumer.beginning_offsets(tps), consumer.end_offsets(tps))
+            starts, ends = dict(first), dict(last)
             positions = await _positions(consumer, tps, starts, ends, want)
             page.ends = {tp.partition: ends[tp] for tp in tps}
             # Assign and seek with no await between: the fetcher never starts a fetch (and

@@ -9,18 +9,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+import orjson
 from fastapi import Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from streamkit.console.broker import AdminPool
 from streamkit.console.errors import BadInput, NotFound
 from streamkit.console.history import LagHistory, RateMeter
 from streamkit.console.registry import RegistryClient, SchemaDecoder
+from streamkit.console.rest import HttpClients
 from streamkit.console.settings import ConsoleSettings
 
-__all__ = ["admin_pool", "done", "form", "form_int", "jsonable", "lag_history", "rate_meter", "registry", "render",
-           "schema_decoder", "settings", "templates", "wants_json"]
+__all__ = ["admin_pool", "done", "form", "form_int", "http_clients", "json_response", "jsonable", "lag_history",
+           "rate_meter", "registry", "render", "schema_decoder", "settings", "templates", "wants_json"]
 
 _MAX_LONG = (1 << 63) - 1
 
@@ -34,6 +36,12 @@ def settings(request: Request) -> ConsoleSettings:
 
 def admin_pool(request: Request) -> AdminPool:
     found: AdminPool = request.app.state.admin
+    return found
+
+
+def http_clients(request: Request) -> HttpClients:
+    """The console's clients of Connect, the registry and the workers (one per service)."""
+    found: HttpClients = request.app.state.http
     return found
 
 
@@ -79,9 +87,27 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def _json_default(value: Any) -> Any:
+    """What orjson does not write itself, as ``jsonable`` writes it."""
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):  # a NamedTuple: TopicPartition
+        return value._asdict()
+    if isinstance(value, set | frozenset):
+        return sorted(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    """``data`` as ``jsonable`` shows it, written by orjson (dataclasses natively, in C: a
+    1,000-topic list in a millisecond rather than the tens a Python walk takes)."""
+    body = orjson.dumps(data, default=_json_default, option=orjson.OPT_NON_STR_KEYS)
+    return Response(body, status_code=status, media_type="application/json")
+
+
 def render(request: Request, template: str, data: dict[str, Any], status: int = 200) -> Response:
     if wants_json(request):
-        return JSONResponse(jsonable(data), status_code=status)
+        return json_response(data, status)
     context = {"request": request, "settings": settings(request), "notice": request.query_params.get("notice"),
                "features": getattr(request.state, "features", None), **data}
     return templates.TemplateResponse(request, template, context, status_code=status)
@@ -91,7 +117,7 @@ def done(request: Request, to: str, notice: str, result: Any = None) -> Response
     """After an action: JSON clients get the result; browsers go back to ``to`` (303) with a
     notice of what happened, so a reload does not repeat the action."""
     if wants_json(request):
-        return JSONResponse({"notice": notice, "result": jsonable(result)})
+        return json_response({"notice": notice, "result": result})
     sep = "&" if "?" in to else "?"
     return RedirectResponse(f"{to}{sep}{urlencode({'notice': notice})}", status_code=303)
 

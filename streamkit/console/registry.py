@@ -1,7 +1,10 @@
 """A Schema Registry, as the console uses it (Confluent's REST API: subjects, versions,
 compatibility config, register and delete), and the decoding of records in the registry's
 wire format (magic byte 0, the schema id as 4 bytes big-endian, then the encoded record):
-Avro and JSON Schema records show as JSON, with the id of the schema they were written with."""
+Avro, JSON Schema and Protobuf records show as JSON, with the id of the schema they were
+written with. A Protobuf record has the message-index array before its encoding (which
+message of the schema's file it is), and shows in Protobuf's JSON mapping with the .proto's
+field names, as ``kafka-protobuf-console-consumer`` prints it."""
 
 from __future__ import annotations
 
@@ -13,9 +16,17 @@ from typing import Any
 from urllib.parse import quote
 
 import fastavro
+from google.protobuf import descriptor_pb2, json_format, message_factory
+from google.protobuf.message import DecodeError
 
 from streamkit.console.errors import ConsoleError
-from streamkit.console.rest import RestClient
+from streamkit.console.rest import HttpClients, RestClient
+from streamkit.schemas.protobuf_wire import (
+    build_file,
+    decode_indexes,
+    file_descriptor_proto,
+    message_at,
+)
 
 __all__ = ["COMPATIBILITY_LEVELS", "SCHEMA_TYPES", "RegistryClient", "SchemaDecoder", "schema_id"]
 
@@ -31,8 +42,8 @@ def _s(subject: str) -> str:
 
 
 class RegistryClient(RestClient):
-    def __init__(self, url: str, http_options: dict[str, Any] | None = None) -> None:
-        super().__init__(url, "the Schema Registry", "application/vnd.schemaregistry.v1+json", http_options)
+    def __init__(self, url: str, http: HttpClients | None = None) -> None:
+        super().__init__(url, "the Schema Registry", "application/vnd.schemaregistry.v1+json", http)
 
     async def subjects(self) -> list[str]:
         return sorted(str(s) for s in await self.request("GET", "/subjects") or [])
@@ -108,12 +119,27 @@ class SchemaDecoder:
             try:
                 if kind == "AVRO":
                     parsed = fastavro.parse_schema(json.loads(found["schema"]))
-            except (ValueError, KeyError, TypeError, fastavro.schema.SchemaParseException):
+                elif kind == "PROTOBUF":
+                    files = await self._proto_references(found.get("references") or [], [])
+                    parsed = build_file([*files, file_descriptor_proto(found["schema"], f"schema-{sid}.proto")])
+            except (ValueError, KeyError, TypeError, fastavro.schema.SchemaParseException, ConsoleError):
                 self._schemas[sid] = None
                 continue
             if len(self._schemas) >= _MAX_SCHEMAS:
                 self._schemas.pop(next(iter(self._schemas)))
-            self._schemas[sid] = (kind, parsed) if kind in ("AVRO", "JSON") else None
+            self._schemas[sid] = (kind, parsed) if kind in SCHEMA_TYPES else None
+
+    async def _proto_references(self, references: list[dict[str, Any]],
+                                out: list[descriptor_pb2.FileDescriptorProto]) -> list[descriptor_pb2.FileDescriptorProto]:
+        """The files a Protobuf schema imports (its references, theirs first), as
+        ``ProtobufTypes`` builds them for the serdes."""
+        for reference in references:
+            if any(f.name == reference["name"] for f in out):
+                continue
+            version = await self.client.version(str(reference["subject"]), int(reference["version"]))
+            await self._proto_references(version.get("references") or [], out)
+            out.append(file_descriptor_proto(version["schema"], str(reference["name"])))
+        return out
 
     def decode(self, data: bytes) -> tuple[str, str, int] | None:
         """(kind, pretty JSON, schema id), or None when ``data`` is not a record it can decode."""
@@ -127,8 +153,13 @@ class SchemaDecoder:
             if kind == "AVRO":
                 value = fastavro.schemaless_reader(io.BytesIO(body), parsed)
                 return "avro", json.dumps(value, indent=2, ensure_ascii=False, default=_plain), sid
+            if kind == "PROTOBUF":
+                indexes, offset = decode_indexes(body, 0)
+                message = message_factory.GetMessageClass(message_at(parsed, indexes)).FromString(bytes(body[offset:]))
+                shown = json_format.MessageToDict(message, preserving_proto_field_name=True)
+                return "protobuf", json.dumps(shown, indent=2, ensure_ascii=False), sid
             return "json-schema", json.dumps(json.loads(bytes(body)), indent=2, ensure_ascii=False), sid
-        except (ValueError, EOFError, IndexError, TypeError, StopIteration):
+        except (ValueError, EOFError, IndexError, TypeError, StopIteration, DecodeError):
             return None
 
 

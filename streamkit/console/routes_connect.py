@@ -12,7 +12,7 @@ from fastapi.responses import Response
 
 from streamkit.console.connect import ConnectClient, field_errors
 from streamkit.console.errors import BadInput, ConsoleError, NotFound
-from streamkit.console.pages import done, form, render, settings
+from streamkit.console.pages import done, form, http_clients, render, settings
 
 __all__ = ["router"]
 
@@ -25,7 +25,7 @@ def _client(request: Request) -> ConnectClient:
     url = settings(request).connect_url
     if url is None:
         raise NotFound("no Connect REST API is configured (start the console with --connect-url)")
-    return ConnectClient(url, settings(request).http_options())
+    return ConnectClient(url, http_clients(request))
 
 
 @router.get("/connect")

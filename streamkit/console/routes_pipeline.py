@@ -12,7 +12,7 @@ from streamkit.console import apps, broker
 from streamkit.console.connect import ConnectClient
 from streamkit.console.errors import ConsoleError
 from streamkit.console.history import now_ms
-from streamkit.console.pages import admin_pool, jsonable, rate_meter, render, settings
+from streamkit.console.pages import admin_pool, http_clients, jsonable, rate_meter, render, settings
 from streamkit.console.pipeline import Pipeline, build_pipeline
 
 __all__ = ["router"]
@@ -28,14 +28,14 @@ async def _graph(request: Request) -> Pipeline:
     if config.connect_url is None:
         notes.append("no Connect REST API is configured (--connect-url): no connectors are drawn")
     else:
-        client = ConnectClient(config.connect_url, config.http_options())
+        client = ConnectClient(config.connect_url, http_clients(request))
         try:
             connectors = await client.connectors()
             found = await asyncio.gather(*(client.active_topics(name) for name in connectors))
             active = dict(zip(connectors, found, strict=True))
         except ConsoleError as exc:
             notes.append(f"connectors are not drawn: {exc.message}")
-    workers = await asyncio.gather(*(apps.worker(url, config.http_options()) for url in config.app_urls))
+    workers = await asyncio.gather(*(apps.worker(url, http_clients(request)) for url in config.app_urls))
     graph = build_pipeline(connectors, active, list(workers))
     graph.notes[:0] = notes
     return graph

@@ -77,6 +77,7 @@ async def create_topic(request: Request) -> Response:
     replication = form_int(fields, "replication_factor", -1)
     configs = _pairs(fields.get("configs", ""), "configs")
     await broker.create_topic(settings(request).bootstrap_servers, name, partitions, replication, configs)
+    admin_pool(request).forget()  # the list shows it at once
     return done(request, _topic_url(name), f"created topic {name}")
 
 
@@ -89,6 +90,7 @@ async def topic(request: Request, name: str) -> Response:
 @router.post("/topics/{name}/delete")
 async def delete_topic(request: Request, name: str) -> Response:
     await broker.delete_topic(settings(request).bootstrap_servers, name)
+    admin_pool(request).forget()
     return done(request, "/topics", f"deleted topic {name}")
 
 

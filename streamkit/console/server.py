@@ -52,6 +52,7 @@ class ConsoleServer:
         await self._http.stop()
         await self.app.state.lag_sampler.stop()
         await self.app.state.admin.close()
+        await self.app.state.http.close()
 
 
 async def serve(settings: ConsoleSettings, host: str, port: int, announce: Callable[[str], None],

@@ -33,6 +33,7 @@ from streamkit.console.errors import ConsoleError
 from streamkit.console.history import LagHistory, LagSampler, RateMeter
 from streamkit.console.pages import render, templates
 from streamkit.console.registry import RegistryClient, SchemaDecoder
+from streamkit.console.rest import HttpClients
 from streamkit.console.security import SecurityFeatures
 from streamkit.console.settings import ConsoleSettings
 
@@ -117,7 +118,9 @@ def create_app(settings: ConsoleSettings) -> FastAPI:
     for module in (routes_topics, routes_groups, routes_connect, routes_apps, routes_pipeline, routes_security):
         app.include_router(module.router)
     # The schema pages exist only with a registry: without one they are absent (404).
-    app.state.registry = RegistryClient(settings.schema_registry_url, settings.http_options()) if settings.schema_registry_url else None
+    # One client per service it calls, with the auth and SSL context built once (closed by ConsoleServer.stop).
+    app.state.http = HttpClients(settings.http_options())
+    app.state.registry = RegistryClient(settings.schema_registry_url, app.state.http) if settings.schema_registry_url else None
     app.state.schemas = SchemaDecoder(app.state.registry) if app.state.registry is not None else None
     if app.state.registry is not None:
         app.include_router(routes_schemas.router)

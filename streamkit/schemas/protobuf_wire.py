@@ -36,7 +36,7 @@ from google.protobuf.message import Message
 from streamkit.schemas.client import RegistryClient, RegistryClientError
 from streamkit.schemas.protobuf_descriptor import proto_to_descriptor
 
-__all__ = ["COMMON_FILES", "ProtobufTypes", "build_file", "decode_indexes", "encode_indexes", "file_descriptor_proto", "message_indexes"]
+__all__ = ["COMMON_FILES", "ProtobufTypes", "build_file", "decode_indexes", "encode_indexes", "file_descriptor_proto", "message_at", "message_indexes"]
 
 
 def _zigzag(value: int) -> int:
@@ -110,7 +110,8 @@ def file_descriptor_proto(text: str, name: str) -> descriptor_pb2.FileDescriptor
     return file
 
 
-def _message_at(file: FileDescriptor, indexes: list[int]) -> Descriptor:
+def message_at(file: FileDescriptor, indexes: list[int]) -> Descriptor:
+    """The message ``indexes`` (a message-index array) names in ``file`` (ValueError: none)."""
     try:
         descriptor: Descriptor = list(file.message_types_by_name.values())[indexes[0]]
         for index in indexes[1:]:
@@ -193,7 +194,7 @@ class ProtobufTypes:
             if file is None:
                 file = self._build(schema_id)
                 self._files[schema_id] = file
-        message_class: type[Message] = message_factory.GetMessageClass(_message_at(file, indexes))
+        message_class: type[Message] = message_factory.GetMessageClass(message_at(file, indexes))
         return message_class
 
     def _build(self, schema_id: int) -> FileDescriptor:

@@ -38,6 +38,8 @@ import httpx
 import orjson
 from pydantic import BaseModel
 
+from streamkit.schemas.avro_reader import compile_reader
+
 __all__ = ["AvroSerde", "JsonSchemaSerde", "RegistrySerde", "SchemaRegistrationError", "avro_schema_for"]
 
 _HEADER = struct.Struct(">bI")
@@ -202,6 +204,7 @@ class AvroSerde(RegistrySerde):
         self._convert = _needs_conversion(model, set())
         self._build: Callable[[Any], Any] = _trusted_constructor(model) or model.model_validate
         self._batch_loads: tuple[int | None, Callable[[bytes], Any]] | None = None
+        self._compiled: tuple[int | None, Callable[[bytes], Any] | None] | None = None
 
     def schema_text(self) -> str:
         return orjson.dumps(self.schema).decode()
@@ -216,6 +219,15 @@ class AvroSerde(RegistrySerde):
         return out.getvalue()
 
     def loads(self, data: bytes) -> Any:
+        reader = self._reader()
+        if reader is not None and data[:_HEADER.size] == self._header():  # the model's own schema
+            try:
+                return reader(data)
+            except Exception:  # fastavro decides: its value or its error
+                pass
+        return self._resolve(data)
+
+    def _resolve(self, data: bytes) -> Any:
         schema_id, body = self._split(data)
         if schema_id == self.schema_id:  # written with the model's own schema: nothing to resolve
             return self._build(fastavro.schemaless_reader(io.BytesIO(body), self._parsed, None))
@@ -227,18 +239,36 @@ class AvroSerde(RegistrySerde):
         value = fastavro.schemaless_reader(io.BytesIO(body), writer, self._parsed)
         return self.model.model_validate(value)
 
+    def _reader(self) -> Callable[[bytes], Any] | None:
+        """The generated reader of records in the model's own schema (``avro_reader``), for
+        the current schema id; None before registration or for a schema it does not cover."""
+        cached = self._compiled
+        if cached is not None and cached[0] == self.schema_id:
+            return cached[1]
+        if self.schema_id is None:
+            return None
+        reader = compile_reader(self.schema, self._build, prefix=self._header(), otherwise=self._resolve)
+        self._compiled = (self.schema_id, reader)
+        return reader
+
     def batch_loads(self) -> Callable[[bytes], Any]:
         """``loads`` for decoding a fetch batch in one loop (``codecs.raw_loads``): a record
         written with the model's own schema is checked by its 5-byte header and read with
-        no resolution; a flat model of plain fields is built from fastavro's dict without
-        validating it again (Avro's types are the fields' types). Any other record goes
-        through ``loads``. It may raise anything on bad input; the caller then decodes that
-        record with ``loads`` again, under the error policy."""
+        no resolution: by the reader generated for the schema (``avro_reader``) when it is a
+        record of primitive fields, otherwise by fastavro's compiled datum reader; a flat
+        model of plain fields is built from the dict without validating it again (Avro's
+        types are the fields' types). Any other record goes through ``loads``. It may raise
+        anything on bad input; the caller then decodes that record with ``loads`` again,
+        under the error policy."""
         cached = self._batch_loads
         if cached is not None and cached[0] == self.schema_id:
             return cached[1]
         if self.schema_id is None:
             return self.loads
+        compiled = self._reader()
+        if compiled is not None:
+            self._batch_loads = (self.schema_id, compiled)
+            return compiled
         header, size, build, loads, buffer = self._header(), _HEADER.size, self._build, self.loads, io.BytesIO
         read = _READ_DATUM
         if read is None:

@@ -146,3 +146,55 @@ def test_in_the_browser_create_restart_a_failed_task_pause_and_delete(page: Any,
     page.get_by_role("button", name="Delete").click()
     expect(page.get_by_role("status")).to_contain_text("deleted connector ui-sink")
     expect(page.locator("#connectors")).not_to_contain_text("ui-sink")
+
+
+class _CountingProxy:
+    """A TCP proxy in front of the Connect worker that counts the connections made to it."""
+
+    def __init__(self, target: str) -> None:
+        import asyncio
+        import threading
+
+        self.host, port = target.removeprefix("http://").rstrip("/").rsplit(":", 1)
+        self.target_port = int(port)
+        self.connections = 0
+        # Its own loop on its own thread: playwright's sync API runs a loop on this one.
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._server = asyncio.run_coroutine_threadsafe(asyncio.start_server(self._pipe, "127.0.0.1", 0),
+                                                        self._loop).result(10)
+        self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _pipe(self, reader: Any, writer: Any) -> None:
+        import asyncio
+
+        self.connections += 1
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
+
+        async def copy(source: Any, sink: Any) -> None:
+            while data := await source.read(65536):
+                sink.write(data)
+                await sink.drain()
+            sink.close()
+
+        await asyncio.gather(copy(reader, up_writer), copy(up_reader, writer), return_exceptions=True)
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._server.close)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def test_the_console_keeps_one_connection_to_connect_across_pages(broker: BrokerProcess,
+                                                                   connect: ConnectProcess) -> None:
+    proxy = _CountingProxy(connect.url)
+    try:
+        with ConsoleThread(ConsoleSettings(broker.bootstrap, proxy.url)) as console, \
+                httpx.Client(base_url=console.url, timeout=30) as web:
+            for _ in range(5):  # each page asks Connect twice: the connectors, the plugins
+                assert web.get("/connect", headers=JSON).status_code == 200
+        assert proxy.connections == 1
+    finally:
+        proxy.close()

@@ -5,9 +5,11 @@ a clear message for every kind of bad input."""
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +272,7 @@ def test_a_live_tail_of_a_busy_topic_skips_to_the_newest_records(client: httpx.C
     with client.stream("GET", "/topics/busy/tail") as stream:
         lines = stream.iter_lines()
         assert (next(lines), next(lines)) == ("event: ready", "data: {}")
+        began = time.monotonic()
         for i in range(5000):  # far more than a page shows in a second (200)
             producer.produce("busy", value=f"burst {i}".encode())
         producer.flush(10)
@@ -287,8 +290,12 @@ def test_a_live_tail_of_a_busy_topic_skips_to_the_newest_records(client: httpx.C
                     break
             if line == "":
                 event = ""
-    # every record is either shown or counted as skipped; no more than a second's worth was shown
-    assert skipped > 0 and shown + skipped == 5001 and shown <= 200 + 1
+        seconds = time.monotonic() - began
+    # Every record is either shown or counted as skipped, and no more than 200 a second were
+    # shown. The bound counts the seconds the burst took to write and read here: on a loaded
+    # machine it spans several of the tail's seconds, each with its own 200.
+    assert skipped > 0 and shown + skipped == 5001
+    assert shown <= 200 * (math.ceil(seconds) + 1) + 1, (shown, seconds)
 
 
 def test_throughput_counts_the_records_written_to_all_topics(client: httpx.Client, broker: BrokerProcess) -> None:

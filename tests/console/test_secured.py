@@ -15,7 +15,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from playwright.sync_api import expect
 
 from streamkit.clients.users import create_user
@@ -136,6 +138,59 @@ def test_avro_and_json_schema_records_are_decoded(web: httpx.Client, secured: Br
     assert values[0]["schema_id"] != values[1]["schema_id"]
     html = web.get(f"/topics/{topic}/messages").text
     assert "avro, schema" in html and "&#34;celsius&#34;: 21.5" in html
+
+
+def _reading_class() -> Any:
+    """``Reading``, the second message of its file: its records carry the message-index
+    array [1], not the common [0]."""
+    f = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="console_test_reading.proto", package="console.test",
+                                              syntax="proto3")
+    file.message_type.add(name="Header").field.add(name="source", number=1, type=f.TYPE_STRING,
+                                                   label=f.LABEL_OPTIONAL)
+    reading = file.message_type.add(name="Reading")
+    reading.field.add(name="sensor_id", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+    reading.field.add(name="celsius", number=2, type=f.TYPE_DOUBLE, label=f.LABEL_OPTIONAL)
+    reading.field.add(name="tags", number=3, type=f.TYPE_STRING, label=f.LABEL_REPEATED)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("console.test.Reading"))
+
+
+def _produce_protobuf(secured: BrokerProcess, topic: str) -> None:
+    registry = SchemaRegistryClient({"url": f"http://127.0.0.1:{secured.schema_registry_port}"})
+    reading = _reading_class()
+    serialize = ProtobufSerializer(reading, registry, {"use.deprecated.format": False})
+    producer = Producer({"bootstrap.servers": secured.address("PLAINTEXT")})
+    producer.produce(topic, serialize(reading(sensor_id="s3", celsius=19.25, tags=["roof", "north"]),
+                                      SerializationContext(topic, MessageField.VALUE)))
+    producer.flush(10)
+
+
+def test_protobuf_records_are_decoded_through_the_registry(web: httpx.Client, secured: BrokerProcess) -> None:
+    topic = f"pb-readings-{uuid.uuid4().hex[:6]}"
+    assert web.post("/topics", data={"name": topic}, headers=JSON).status_code == 200
+    _produce_protobuf(secured, topic)
+    page = eventually(lambda: web.get(f"/topics/{topic}/messages", headers=JSON).json()["page"]["messages"],
+                      "the record")
+    value = page[0]["value"]
+    assert value["kind"] == "protobuf"
+    # The .proto's field names (not the JSON mapping's camelCase), as Confluent's console consumer prints.
+    assert json.loads(value["text"]) == {"sensor_id": "s3", "celsius": 19.25, "tags": ["roof", "north"]}
+    registered = SchemaRegistryClient({"url": f"http://127.0.0.1:{secured.schema_registry_port}"})
+    assert value["schema_id"] == registered.get_latest_version(f"{topic}-value").schema_id
+
+
+def test_in_the_browser_a_protobuf_record_shows_as_json(web: httpx.Client, secured: BrokerProcess, page: Any) -> None:
+    topic = f"pb-browser-{uuid.uuid4().hex[:6]}"
+    assert web.post("/topics", data={"name": topic}, headers=JSON).status_code == 200
+    _produce_protobuf(secured, topic)
+    page.goto(f"{web.base_url}/topics")
+    page.get_by_role("link", name=topic, exact=True).click()
+    page.get_by_role("link", name="Browse messages").click()
+    expect(page.locator("small.schema").first).to_contain_text("protobuf, schema")
+    expect(page.locator("td.protobuf pre").first).to_contain_text('"sensor_id": "s3"')
+    expect(page.locator("td.protobuf pre").first).to_contain_text('"celsius": 19.25')
 
 
 def test_in_the_browser_register_then_delete_a_schema_after_confirming(web: httpx.Client, page: Any) -> None:

@@ -5,6 +5,7 @@ policy (``Topic.event`` raises CodecError for it, as the runtime's dead-letter p
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import struct
@@ -132,3 +133,29 @@ def test_a_model_with_validators_is_still_validated_in_a_batch(registry: SchemaR
     with pytest.raises(CodecError, match="validation error for Positive") as info:
         topic.event(None, bad, 0, [], 0, 0)
     assert isinstance(info.value.__cause__, ValidationError)  # the dead-letter header names it
+
+
+class Stamped(BaseModel):
+    sensor: str
+    at: datetime.datetime
+
+
+def test_a_flat_model_is_read_by_the_generated_reader_and_others_by_fastavro(
+        registry: SchemaRegistryProcess) -> None:
+    serde = AvroSerde(Reading, registry.url)
+    topic = _topic(f"readings-{uuid.uuid4().hex[:8]}", serde, registry)
+    assert serde.batch_loads().__code__.co_filename == "<avro reader of Reading>"
+    values = [Reading(sensor=f"s{i}", value=i * 1.5, note=None if i % 2 else "é" * i) for i in range(50)]
+    encoded = [serde.dumps(v) for v in values]
+    assert [e.value for e in topic.events(_records(encoded), 0)] == values
+    # loads reads its own records with it too, and gives fastavro's answer for the rest
+    assert [serde.loads(b) for b in encoded] == values
+    with pytest.raises(EOFError):
+        serde.loads(encoded[3][:-1])
+
+    stamped = AvroSerde(Stamped, registry.url)  # a logical type: fastavro's reader
+    topic = _topic(f"stamped-{uuid.uuid4().hex[:8]}", stamped, registry)
+    assert stamped.batch_loads().__code__.co_filename != "<avro reader of Stamped>"
+    at = datetime.datetime(2026, 11, 27, 20, 0, tzinfo=datetime.UTC)
+    assert [e.value for e in topic.events(_records([stamped.dumps(Stamped(sensor="s", at=at))]), 0)] == [
+        Stamped(sensor="s", at=at)]

@@ -1,7 +1,7 @@
 """Registry serdes on an app's internal topics: a table whose values are Avro through the
 registry writes its changelog in Confluent's wire format (registered under the changelog's
 subject) and is restored from it; a stream re-keyed with ``group_by`` writes its repartition
-topic with the same serde. confluent-kafka's AvroDeserializer reads both."""
+topic with the same serde, registered under the repartition topic's subject. confluent-kafka's AvroDeserializer reads both."""
 
 from __future__ import annotations
 
@@ -81,6 +81,9 @@ async def test_a_table_with_avro_values_writes_and_restores_its_changelog(
     pages = sorted(decode(r, SerializationContext(repartition, MessageField.VALUE))["page"] for r in raw)
     assert pages == sorted(f"/p{i}" for i in range(9))
     assert {int.from_bytes(r[1:5], "big") for r in raw} == {sr.get_latest_version(f"{source}-value").schema_id}
+    # registered under the repartition topic's own subject too (TopicNameStrategy), as Kafka
+    # Streams' registry serdes register it
+    assert sr.get_latest_version(f"{repartition}-value").schema_id == sr.get_latest_version(f"{source}-value").schema_id
 
     # a new worker with an in-memory store rebuilds the table from the Avro changelog
     again, restored_totals = _app(app_id, broker, registry, tmp_path / "again", source)
