@@ -125,14 +125,17 @@ class BrokerThread:
 
     @property
     def bootstrap(self) -> str:
+        """``host:port`` of the broker, for clients' ``bootstrap.servers``."""
         return self.broker.bootstrap
 
     def start(self) -> BrokerThread:
+        """Start the broker on its thread; returns once it listens."""
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self.broker.start(), self._loop).result(30)
         return self
 
     def stop(self) -> None:
+        """Stop the broker cleanly and end its thread (a no-op once stopped)."""
         if not self._thread.is_alive():
             return
         asyncio.run_coroutine_threadsafe(self.broker.stop(), self._loop).result(30)
@@ -155,6 +158,7 @@ class ChildProcess:
 
     @property
     def alive(self) -> bool:
+        """Whether the process was started and has not exited."""
         return self.process is not None and self.process.poll() is None
 
     def terminate(self) -> None:
@@ -268,6 +272,7 @@ class BrokerProcess(ChildProcess):
 
     @property
     def bootstrap(self) -> str:
+        """``host:port`` of its first listener, for clients' ``bootstrap.servers``."""
         return f"{self.host}:{self.port}"
 
     def command(self, ready_file: Path | str = "READY") -> list[str]:
@@ -281,6 +286,7 @@ class BrokerProcess(ChildProcess):
         return args
 
     def start(self, timeout_s: float = 30) -> BrokerProcess:
+        """Start the process and wait until it listens (``launch`` then ``wait_ready``)."""
         self.launch()
         return self.wait_ready(timeout_s)
 
@@ -335,9 +341,11 @@ class SchemaRegistryProcess(ChildProcess):
 
     @property
     def url(self) -> str:
+        """The registry's base URL (``http://`` or ``https://`` with a keystore)."""
         return f"{self.scheme}://{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 60) -> SchemaRegistryProcess:
+        """Start the registry and wait until it serves; returns with ``port`` and ``url`` set."""
         ready = Path(tempfile.mkstemp(prefix="streamkit-registry-ready-")[1])
         ready.unlink()
         settings = {"kafkastore.bootstrap.servers": self.bootstrap, "listeners": f"{self.scheme}://{self.host}:{self.port}",
@@ -478,6 +486,7 @@ class ZooKeeperServer(ChildProcess):
         }
 
     def command(self) -> list[str]:
+        """The ``java`` command line that runs this server."""
         return [*self.command_prefix, "java", *_ZOOKEEPER_JVM, "-cp", ":".join(self.classpath),
                 _ZOOKEEPER_MAIN, str(self.base_dir / "zoo.cfg")]
 

@@ -56,6 +56,9 @@ class Send:
 
 @dataclass(frozen=True)
 class Scenario:
+    """An app, the records sent into it in order, the topics whose outputs are compared,
+    and settings for this run (``config``, Kafka's names)."""
+
     app: App
     sends: Sequence[Send]
     outputs: tuple[str, ...]

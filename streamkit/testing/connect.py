@@ -82,10 +82,12 @@ class ConnectorTestDriver:
 
     @property
     def name(self) -> str:
+        """The connector's name (its config's ``name``)."""
         return self.valid.name
 
     @property
     def is_source(self) -> bool:
+        """Whether the connector is a source (``poll()``) rather than a sink (``send()``)."""
         return self.valid.type == "source"
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -204,6 +206,7 @@ class ConnectorTestDriver:
 
     def send_raw(self, topic: str, value: bytes | None, *, key: bytes | None = None, timestamp: int | None = None,
                  headers: Mapping[str, bytes] | None = None, partition: int | None = None) -> None:
+        """``send()`` of bytes as they are, past the converters (what another client wrote)."""
         if self.is_source:
             raise TypeError(f"connector {self.name!r} is a source: call poll()")
         if topic not in self._sink_topics():
@@ -215,6 +218,8 @@ class ConnectorTestDriver:
         self.put([stored])
 
     def put(self, stored: Sequence[Any]) -> None:
+        """Convert and transform stored records as a worker does and ``put()`` them to
+        the tasks that own their partitions."""
         valid = self.valid
         by_task: dict[int, list[SinkRecord]] = {}
         for m in stored:

@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import os
 import shutil
+import sysconfig
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +40,7 @@ from streamkit.streams.event import Event
 from streamkit.streams.ordering import by_timestamp
 from streamkit.streams.processing import LateLog
 from streamkit.streams.runtime import Runtime, StartupError
+from streamkit.streams.worker import young_gc_threshold
 from streamkit.tasks import cancel_and_wait
 from streamkit.testing.memory import (
     ABORTED,
@@ -48,6 +52,7 @@ from streamkit.testing.memory import (
 
 if TYPE_CHECKING:
     from streamkit.streams.app import App
+    from streamkit.streams.inbox import Inbox
     from streamkit.streams.settings import AppSettings
     from streamkit.streams.table import Table
 
@@ -59,6 +64,21 @@ __all__ = ["AppTestDriver", "DriverError", "InputTopic", "OutputRecord", "Output
 SETTLE_TURNS = 10_000
 
 
+@contextlib.contextmanager
+def worker_gc(max_poll_records: int) -> Iterator[None]:
+    """While the driver processes: the young-generation threshold of the cyclic collector
+    that ``streamkit worker`` runs the app with (``young_gc_threshold``), so the records and
+    events of a ``send_many`` are not walked every few hundred allocations (about half of its
+    CPU with Python's default). The test's own thresholds are back on return; nothing is
+    frozen."""
+    saved = gc.get_threshold()
+    gc.set_threshold(young_gc_threshold(max_poll_records), *saved[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
+
+
 class DriverError(RuntimeError):
     """Processing failed or stalled in the driver; the message names the agent or operator,
     and the topic, partition and offset of the record at fault."""
@@ -68,6 +88,31 @@ def where(event: Event | None) -> str:
     if event is None:
         return "no record (between records)"
     return f"record {event.topic}-{event.partition}@{event.offset} (key {event.key!r})"
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+# Where Python's own and installed libraries live: a frame there is not the app's code.
+_LIBRARIES = tuple({sysconfig.get_paths()[name] + os.sep for name in ("stdlib", "platstdlib", "purelib", "platlib")})
+
+
+def raised_in(exc: BaseException) -> str:
+    """`` (raised in FUNCTION at FILE:LINE)``: the innermost frame of the traceback in the
+    app's own code (its agent, lambda or timer; else the innermost outside streamkit), or ""
+    when there is none."""
+    own = outside = None
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE):
+            outside = tb
+            if not filename.startswith(_LIBRARIES):
+                own = tb
+        tb = tb.tb_next
+    frame = own or outside
+    if frame is None:
+        return ""
+    code = frame.tb_frame.f_code
+    return f" (raised in {code.co_name} at {code.co_filename}:{frame.tb_lineno})"
 
 
 def save_declarations(app: App) -> dict[str, Any]:
@@ -127,9 +172,45 @@ class DriverRuntime(Runtime):
         self.late_log = RecordingLateLog(self.clock, late)
         self.failed_at: str | None = None
         self.memory_consumer: MemoryConsumer | None = None
+        # take() batches being filled: id of the stream's inbox -> the virtual time (ms) at
+        # which ``within`` hands the batch over; woken by ``time_moved``.
+        self.batch_deadlines: dict[int, int] = {}
+        self._moved = asyncio.Event()
 
     def clock(self) -> int:
         return int(self._virtual_clock())
+
+    # -- take() batches on the virtual clock ---------------------------------------------
+
+    def batch_clock(self) -> float:
+        """``take()``'s ``within`` runs on the virtual clock (seconds)."""
+        return self.clock() / 1000
+
+    async def batch_wait(self, inbox: Inbox[Event], timeout: float) -> bool:
+        """Wait for an event in the inbox of a ``take()`` batch being filled, or until
+        ``advance_time`` moves the virtual clock past ``timeout`` seconds from now."""
+        deadline = self.clock() + round(timeout * 1000)
+        self.batch_deadlines[id(inbox)] = deadline
+        try:
+            while not inbox and self.clock() < deadline:
+                moved = self._moved
+                waiters = {asyncio.ensure_future(inbox.wait_readable(86_400.0)), asyncio.ensure_future(moved.wait())}
+                try:
+                    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for waiter in waiters:
+                        waiter.cancel()
+        finally:
+            self.batch_deadlines.pop(id(inbox), None)
+        return bool(inbox)
+
+    def time_moved(self) -> None:
+        """Wake the ``take()`` batches waiting on the virtual clock."""
+        self._moved.set()
+        self._moved = asyncio.Event()
+
+    def next_batch_deadline(self) -> int | None:
+        return min(self.batch_deadlines.values(), default=None)
 
     def changelog_reader(self, topic: str, partition: int, *, client_id: str, chunk_records: int,
                          read_committed: bool) -> Any:
@@ -192,7 +273,8 @@ class DriverRuntime(Runtime):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.failed_at = f"agent {agent.name!r} failed on {where(stream._held)}: {type(exc).__name__}: {exc}"
+            self.failed_at = (f"agent {agent.name!r} failed on {where(stream._held)}: {type(exc).__name__}: {exc}"
+                              f"{raised_in(exc)}")
             if self.failure is None:
                 self.failure = exc
         stream.release()
@@ -212,7 +294,12 @@ class DriverRuntime(Runtime):
     # -- processing ----------------------------------------------------------------------
 
     def _busy(self) -> list[AgentStream]:
-        return [s for a in self.app.agents.values() for s in a.streams if len(s.inbox) or s._held is not None]
+        """Streams with events queued or being processed, or a ``take()`` batch whose
+        ``within`` has passed on the virtual clock and is about to be handed over."""
+        now = self.clock()
+        due = {i for i, at in self.batch_deadlines.items() if at <= now}
+        return [s for a in self.app.agents.values() for s in a.streams
+                if len(s.inbox) or s._held is not None or s._held_batch is not None or id(s.inbox) in due]
 
     async def settle(self) -> None:
         """Let the agents finish with every record routed to them, the sends they started
@@ -232,7 +319,8 @@ class DriverRuntime(Runtime):
         stuck = self._busy()
         if stuck:
             stream = stuck[0]
-            raise DriverError(f"agent {stream.agent.name!r} has not finished with {where(stream._held)} after "
+            held = stream._held or (stream._held_batch[0] if stream._held_batch else None)
+            raise DriverError(f"agent {stream.agent.name!r} has not finished with {where(held)} after "
                               f"{SETTLE_TURNS} turns of the event loop: it awaits something other than its stream "
                               "(a sleep, a lock, a service), which a test driver cannot move on")
         raise DriverError("sends or restores did not complete in the driver")
@@ -264,7 +352,7 @@ class DriverRuntime(Runtime):
                         first, last = records[0].offset, records[-1].offset
                         offsets = f"@{first}" if first == last else f"@{first}..{last}"
                         self.failed_at = (f"processing {tp.topic}-{tp.partition}{offsets} in the DSL pipelines "
-                                          f"failed: {type(exc).__name__}: {exc}")
+                                          f"failed: {type(exc).__name__}: {exc}{raised_in(exc)}")
                         raise DriverError(self.failed_at) from exc
             await self.settle()
         self.late_log.flush()
@@ -336,6 +424,7 @@ class OutputTopic:
         self._positions: dict[int, int] = {}
 
     def read_all(self) -> list[OutputRecord]:
+        """Every record produced since the last read, in the order produced."""
         log = self._driver.log
         topic = self._driver.app.topics.get(self.name)
         found = []
@@ -393,6 +482,7 @@ class TableView:
         return self._table().query(key)
 
     def get(self, key: Any, default: Any = None) -> Any:
+        """``self[key]``, or ``default`` when the key is not there."""
         try:
             return self[key]
         except KeyError:
@@ -456,7 +546,8 @@ class AppTestDriver:
     # -- lifecycle -----------------------------------------------------------------------
 
     def _run(self, coro: Any) -> Any:
-        return self._loop.run_until_complete(coro)
+        with worker_gc(self.app.settings.max_poll_records):
+            return self._loop.run_until_complete(coro)
 
     def _start(self) -> None:
         self.runtime = DriverRuntime(self.app, self.log, self.clock, self._late)
@@ -500,6 +591,8 @@ class AppTestDriver:
         return self.now_ms
 
     def input(self, topic: str) -> InputTopic:
+        """The topic ``topic`` of the app, to send records into (KeyError naming the app's
+        topics if it declares no such topic)."""
         self._topic(topic)
         return InputTopic(self, topic)
 
@@ -514,6 +607,7 @@ class AppTestDriver:
         return reader
 
     def table(self, name: str) -> TableView:
+        """The table ``name``, read as the worker's ``GET /tables/NAME/KEY`` answers."""
         return TableView(self, name)
 
     def late(self, operator: str) -> list[Event]:
@@ -560,10 +654,13 @@ class AppTestDriver:
         while True:
             due = [(at, i) for i, at in enumerate(self._next_timer) if at <= target]
             commit_at = self._last_commit + rt.settings.commit_interval_ms
-            next_at = min([at for at, _i in due] + ([commit_at] if commit_at <= target else []), default=None)
+            batch_at = rt.next_batch_deadline()
+            steps = [at for at, _i in due] + [at for at in (commit_at, batch_at) if at is not None and at <= target]
+            next_at = min(steps, default=None)
             if next_at is None:
                 break
             self.now_ms = max(self.now_ms, next_at)
+            rt.time_moved()  # take() batches whose within has passed are handed over
             for at, i in sorted(due):
                 if at != next_at:
                     continue
@@ -574,6 +671,7 @@ class AppTestDriver:
             if commit_at == next_at:
                 await self._commit(rt)
         self.now_ms = max(self.now_ms, target)
+        rt.time_moved()
         await self._tick(rt)
 
     async def _tick(self, rt: DriverRuntime) -> None:
@@ -588,7 +686,8 @@ class AppTestDriver:
             await fn()
         except Exception as exc:
             rt.failure = exc
-            rt.failed_at = f"timer {name!r} failed at virtual time {self.now_ms}: {type(exc).__name__}: {exc}"
+            rt.failed_at = (f"timer {name!r} failed at virtual time {self.now_ms}: {type(exc).__name__}: {exc}"
+                            f"{raised_in(exc)}")
         finally:
             rt.gate.leave()
         rt.raise_failure()
@@ -608,18 +707,19 @@ class AppTestDriver:
         rt.raise_failure()
         topic = self._topic(name)
         placed = []
-        for args in records:
-            unknown = set(args) - {"value", "key", "timestamp", "headers", "partition"}
-            if unknown:
-                raise TypeError(f"send_many: unknown argument(s) {', '.join(sorted(unknown))} for topic {name!r}")
-            key, value = (args.get("key"), args.get("value")) if raw else topic.encode(args.get("key"), args.get("value"))
-            headers = [(h, v.encode() if isinstance(v, str) else bytes(v))
-                       for h, v in (args.get("headers") or {}).items()]
-            partition = self.log.partition_for(name, key, args.get("partition"))
-            timestamp = args.get("timestamp")
-            record = self.log.append(name, partition, key, value, self.now_ms if timestamp is None else int(timestamp),
-                                     headers)
-            placed.append((partition, record.offset))
+        with worker_gc(self.app.settings.max_poll_records):
+            for args in records:
+                unknown = set(args) - {"value", "key", "timestamp", "headers", "partition"}
+                if unknown:
+                    raise TypeError(f"send_many: unknown argument(s) {', '.join(sorted(unknown))} for topic {name!r}")
+                key, value = (args.get("key"), args.get("value")) if raw else topic.encode(args.get("key"), args.get("value"))
+                headers = [(h, v.encode() if isinstance(v, str) else bytes(v))
+                           for h, v in (args.get("headers") or {}).items()]
+                partition = self.log.partition_for(name, key, args.get("partition"))
+                timestamp = args.get("timestamp")
+                record = self.log.append(name, partition, key, value, self.now_ms if timestamp is None else int(timestamp),
+                                         headers)
+                placed.append((partition, record.offset))
         self._run(rt.pump())
         return placed
 

@@ -92,12 +92,17 @@ class MemoryLog:
         parts = self.topics.get(topic)
         return None if parts is None else len(parts)
 
+    def partition_count(self, topic: str) -> int:
+        """How many partitions ``topic`` has, created first as a send would
+        (``auto.create.topics.enable``)."""
+        if topic not in self.topics:
+            self.create(topic, self.default_partitions)
+        return len(self.topics[topic])
+
     def partition_for(self, topic: str, key: bytes | None, partition: int | None) -> int:
         """Where a record goes: the given partition, murmur2 of its key (Kafka's default
         partitioner, as the worker's producer), or round robin for keyless records."""
-        if topic not in self.topics:
-            self.create(topic, self.default_partitions)  # auto.create.topics.enable
-        count = len(self.topics[topic])
+        count = self.partition_count(topic)
         if partition is not None:
             if not 0 <= partition < count:
                 raise ValueError(f"topic {topic!r} has {count} partition(s); there is no partition {partition}")
@@ -234,6 +239,11 @@ class MemoryProducer:
         p = self.log.partition_for(topic, key, partition)
         record = self.log.append(topic, p, key, value, timestamp_ms, headers, txn)
         return _done(Metadata(topic, p, record.offset, record.timestamp))
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        """The topic's partition ids, as aiokafka's producer answers them (a topic not
+        there yet is created, as ``auto.create.topics.enable`` does on a send)."""
+        return set(range(self.log.partition_count(topic)))
 
     def create_batch(self) -> MemoryBatch:
         return MemoryBatch()

@@ -214,7 +214,8 @@ def test_a_failing_agent_is_named_with_the_record_at_fault() -> None:
 
     with AppTestDriver(app) as driver:
         driver.input("src").send(1)
-        with pytest.raises(DriverError, match=r"agent 'invert' failed on record src-0@1 .*ZeroDivisionError"):
+        with pytest.raises(DriverError, match=r"agent 'invert' failed on record src-0@1 .*ZeroDivisionError.* "
+                                              r"\(raised in invert at .*test_driver\.py:\d+\)"):
             driver.input("src").send(0)
         with pytest.raises(DriverError, match="invert"):
             driver.input("src").send(2)  # the app is stopped, as a worker would be
@@ -285,10 +286,153 @@ def test_a_failing_pipeline_or_timer_is_named_with_where_it_failed() -> None:
     with AppTestDriver(app) as driver:
         driver.input("src").send(5)
         assert [r.value for r in driver.output("out").read_all()] == [2]
-        with pytest.raises(DriverError, match=r"processing src-0@1 in the DSL pipelines failed: ZeroDivisionError"):
+        with pytest.raises(DriverError, match=r"processing src-0@1 in the DSL pipelines failed: ZeroDivisionError.* "
+                                              r"\(raised in <lambda> at .*test_driver\.py:\d+\)"):
             driver.input("src").send(0)
         # Nothing was committed: the restarted app reads both records again, in one batch.
         with pytest.raises(DriverError, match=r"processing src-0@0\.\.1 in the DSL pipelines failed"):
             driver.restart()
-    with AppTestDriver(app) as driver, pytest.raises(DriverError, match=r"timer 'broken' failed .*no service"):
+    with AppTestDriver(app) as driver, pytest.raises(DriverError, match=r"timer 'broken' failed .*no service \(raised in broken at "):
         driver.advance_time(5)
+
+
+def batch_app(app_id: str = "batches") -> streamkit.App:
+    """An agent summing ``take(3, within=5)`` batches of numbers into ``sums``."""
+    app = streamkit.App(app_id, config={"num.partitions": 1})
+    numbers = app.topic("numbers", value_type=int)
+    sums = app.topic("sums", value_type=int)
+
+    @app.agent(numbers)
+    async def summed(stream: AgentStream) -> None:
+        async for batch in stream.take(3, within=5):
+            await sums.send(value=sum(batch))
+
+    return app
+
+
+def test_take_batches_are_handed_over_when_full_or_when_within_passes_on_the_virtual_clock() -> None:
+    with AppTestDriver(batch_app(), start_time_ms=T0) as driver:
+        driver.input("numbers").send_many([{"value": n} for n in range(1, 8)])
+        sums = driver.output("sums")
+        assert [r.value for r in sums.read_all()] == [6, 15]  # two full batches; 7 waits
+        driver.advance_time(4.999)
+        assert sums.read_all() == []
+        driver.input("numbers").send(10)  # joins the open batch (its within runs from 7's arrival)
+        driver.advance_time(0.001)
+        assert [(r.value, r.timestamp) for r in sums.read_all()] == [(17, T0 + 5000)]
+        driver.input("numbers").send(1)
+        driver.advance_time(60)
+        assert [r.value for r in sums.read_all()] == [1]
+
+
+def test_a_partial_take_batch_is_not_committed_and_is_read_again_after_a_restart() -> None:
+    with AppTestDriver(batch_app("batches-restart"), start_time_ms=T0) as driver:
+        driver.input("numbers").send_many([{"value": n} for n in (1, 2, 3, 4)])
+        driver.commit()  # 1-3 processed and committed; 4 is still being collected
+        assert driver.committed() == {("numbers", 0): 3}
+        driver.restart()
+        driver.input("numbers").send(5)
+        driver.advance_time(5)
+        assert [r.value for r in driver.output("sums").read_all()] == [6, 9]
+
+
+def test_a_windowed_table_s_now_is_the_virtual_clock() -> None:
+    app = streamkit.App("now", config={"num.partitions": 1})
+    views = app.topic("views", value_type=str)
+    seen = app.topic("seen", value_type=int)
+    per_minute = app.Table("per_minute", default=int).tumbling(60, expires=3600)
+
+    @app.agent(views)
+    async def count(stream: AgentStream) -> None:
+        async for page in stream:
+            per_minute[page] += 1
+
+    @app.timer(60)
+    async def report() -> None:
+        await seen.send(key="/a", value=per_minute["/a"].now())
+
+    with AppTestDriver(app, start_time_ms=T0 + 1000) as driver:
+        driver.input("views").send("/a", timestamp=T0 + 61_500)  # in the window the first timer sees
+        driver.input("views").send("/a", timestamp=T0 + 1000)
+        driver.advance_time(60)  # virtual now T0 + 61 s: the second minute holds one view
+        assert [r.value for r in driver.output("seen").read_all()] == [1]
+
+
+def test_the_driver_processes_with_the_worker_s_gc_threshold_and_gives_the_test_s_back() -> None:
+    import gc
+
+    from streamkit.streams.worker import young_gc_threshold
+
+    app = streamkit.App("gc", config={"num.partitions": 1})
+    src = app.topic("src", value_type=int)
+    seen: list[int] = []
+
+    @app.agent(src)
+    async def look(stream: AgentStream) -> None:
+        async for _n in stream:
+            seen.append(gc.get_threshold()[0])
+
+    saved = gc.get_threshold()
+    gc.set_threshold(123, 7, 9)
+    try:
+        with AppTestDriver(app) as driver:
+            driver.input("src").send_many([{"value": 1}, {"value": 2}])
+            assert seen == [young_gc_threshold(app.settings.max_poll_records)] * 2
+            assert gc.get_threshold() == (123, 7, 9)
+        assert gc.get_threshold() == (123, 7, 9)
+    finally:
+        gc.set_threshold(*saved)
+
+
+@pytest.mark.parametrize("store", ["memory", "rocksdb"])
+def test_windowed_updates_without_reads_between_reach_queries_updates_the_changelog_and_expiry(store: str) -> None:
+    """Runs of ``+=`` on a windowed table with nothing reading the windows in between (the
+    per-record path keeps a cached window's aggregate and writes it once per commit): an
+    ``apply`` right after them, a query, the changelog (a restart restores it) and expiry
+    (an expired window stays deleted, in the store and after a restore) all see every update."""
+    app = streamkit.App("wcounts", config={"num.partitions": 1})
+    ops = app.topic("ops", value_type=dict)
+    per_minute = app.Table("per_minute", default=int).tumbling(60, expires=60)
+
+    @app.agent(ops)
+    async def count(stream: AgentStream) -> None:
+        async for op in stream:
+            if op["op"] == "add":
+                per_minute[op["page"]] += op["n"]
+            else:
+                per_minute[op["page"]].apply(lambda v: v * 10)
+
+    def windows(page: str) -> list[tuple[int, int]]:
+        return [(w["start"] - T0, w["value"]) for w in driver.table("per_minute").get(page, [])]
+
+    with AppTestDriver(app, store=store, start_time_ms=T0) as driver:
+        src = driver.input("ops")
+        src.send_many([{"value": {"op": "add", "page": "/a", "n": 1}, "key": "/a", "timestamp": T0 + 1_000 + i}
+                       for i in range(5)])
+        assert windows("/a") == [(0, 5)]  # a query sees the cached updates
+        src.send_many([{"value": {"op": "add", "page": "/b", "n": 2}, "key": "/b", "timestamp": T0 + 2_000 + i}
+                       for i in range(3)])
+        src.send({"op": "apply", "page": "/b"}, key="/b", timestamp=T0 + 2_500)
+        src.send({"op": "add", "page": "/b", "n": 1}, key="/b", timestamp=T0 + 2_600)
+        assert windows("/b") == [(0, 61)]  # apply read (2 + 2 + 2) * 10
+        src.send_many([{"value": {"op": "add", "page": "/a", "n": 1}, "key": "/a", "timestamp": T0 + 3_000}] * 3)
+        assert windows("/a") == [(0, 8)]
+        driver.commit()
+        driver.restart()  # the state comes back from the changelog
+        assert windows("/a") == [(0, 8)]
+        assert windows("/b") == [(0, 61)]
+        # The next minute's window, updated again and again; then stream time passes the first
+        # minute's end + expires (T0 + 120 s) in the same commit interval as those updates.
+        src.send_many([{"value": {"op": "add", "page": "/a", "n": 1}, "key": "/a", "timestamp": T0 + MINUTE + i}
+                       for i in range(4)])
+        src.send_many([{"value": {"op": "add", "page": "/c", "n": 1}, "key": "/c", "timestamp": T0 + 2 * MINUTE}])
+        assert windows("/a") == [(MINUTE, 4)]
+        # updates to the second minute, then its expiry (stream time T0 + 180 s), before a commit
+        src.send_many([{"value": {"op": "add", "page": "/a", "n": 1}, "key": "/a", "timestamp": T0 + MINUTE + 5}] * 2)
+        src.send({"op": "add", "page": "/c", "n": 1}, key="/c", timestamp=T0 + 3 * MINUTE)
+        driver.commit()
+        assert windows("/a") == []
+        assert windows("/b") == []
+        driver.restart()
+        assert windows("/a") == []
+        assert windows("/c") == [(2 * MINUTE, 1), (3 * MINUTE, 1)]
