@@ -470,7 +470,9 @@ def test_max_compaction_lag_forces_the_cleaner(broker_factory: Any) -> None:
     with max.compaction.lag.ms is cleaned once its dirt is older than the lag, the other not."""
     broker = broker_factory({"log.cleaner.backoff.ms": "100"})
     client = admin(broker.bootstrap)
-    base = {"cleanup.policy": "compact", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.9"}
+    # Not compacted while the clean part is written: a cleaner pass over a part of it would
+    # leave the rest dirty, enough to pass the control's dirty ratio once the dirt comes.
+    base = {"cleanup.policy": "delete", "segment.bytes": "2048", "min.cleanable.dirty.ratio": "0.9"}
     forced, control = "lag-forced", "lag-control"
     futures = client.create_topics([NewTopic(forced, 1, 1, config={**base, "max.compaction.lag.ms": "1500"}),
                                     NewTopic(control, 1, 1, config=base)])
@@ -489,6 +491,9 @@ def test_max_compaction_lag_forces_the_cleaner(broker_factory: Any) -> None:
         return sum(1 for r in read_partition(broker.bootstrap, topic, 0) if r.key == b"k0")
 
     produce([f"k{i}" for i in range(300)])  # distinct keys: the clean part of the log
+    for t in (forced, control):
+        _alter(client, ConfigResource.Type.TOPIC, t,
+               ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET))
     # the first pass (everything dirty) cleans both; wait until it has, then add the dirt
     wait_until(lambda: all(_cleaned_once(broker, t) for t in (forced, control)), 30, "the first cleaning")
     produce(["k0"] * 10 + [f"f{i}" for i in range(40)])  # k0 updates, then fillers to close their segments
