@@ -288,7 +288,19 @@ async def _wait_for_totals(port: int, total: int, timeout: float = 30) -> None:
 TOURS = ("pipeline", "broker", "streams", "log", "all")
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
+    from streamkit.demo_pipeline import TIMEOUT
+
     parser = argparse.ArgumentParser(prog="python -m streamkit.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("directory", nargs="?", default="data/demo", help="where the demo keeps its data")
     parser.add_argument("--tour", choices=TOURS, default="pipeline",
@@ -297,6 +309,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--secure", action="store_true",
                         help="pipeline: against a broker with only a SASL_SSL listener and ACLs, Connect's REST "
                              "API and the app's web endpoints over https with basic auth")
+    parser.add_argument("--timeout", type=_seconds, default=TIMEOUT, metavar="SECONDS",
+                        help=f"pipeline: how long the pipeline may take to export every count once it runs "
+                             f"(default {TIMEOUT:g}); past it the demo stops with an error")
     parser.add_argument("--keep-running", action="store_true",
                         help="pipeline: keep the broker, Connect, the app and the web console running after "
                              "the run until Ctrl-C")
@@ -305,15 +320,19 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(args.directory)
     logging.getLogger("aiokafka").setLevel(logging.ERROR)
     if args.tour == "pipeline":
-        from streamkit.demo_pipeline import run_pipeline
+        from streamkit.demo_pipeline import PipelineTimeout, run_pipeline
 
         if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
             console.print("the pipeline needs Java 17 or later for Spark (e.g. apt-get install "
                           "openjdk-17-jre-headless); the tours run without it: python -m streamkit.demo --tour all")
             sys.exit(2)
 
-        exact = asyncio.run(run_pipeline(root / "pipeline", console, keep_running=args.keep_running,
-                                         secure=args.secure))
+        try:
+            exact = asyncio.run(run_pipeline(root / "pipeline", console, timeout=args.timeout,
+                                             keep_running=args.keep_running, secure=args.secure))
+        except PipelineTimeout as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(1)
         console.print("\nmore: python -m streamkit.demo --tour broker|streams|log|all")
         sys.exit(0 if exact else 1)
     if args.tour in ("broker", "all"):

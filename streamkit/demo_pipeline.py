@@ -40,6 +40,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,8 @@ if TYPE_CHECKING:
 
     from streamkit.streams.app import App
 
-__all__ = ["SECURE_USERS", "VIEWS", "Sample", "SecureSetup", "generate", "run_pipeline"]
+__all__ = ["SECURE_USERS", "TIMEOUT", "VIEWS", "PipelineTimeout", "Reached", "Sample", "SecureSetup", "generate",
+           "run_pipeline"]
 
 VIEWS = 300_000
 MINUTES = 60
@@ -65,6 +67,7 @@ PAGES = ["/home", "/search", "/cart", "/checkout", "/deals", "/help", "/account"
          *(f"/products/{i}" for i in range(1, 33))]
 CONNECTORS = Path(__file__).resolve().parents[1] / "connectors"
 TOP = 5
+TIMEOUT = 150.0  # seconds from the pipeline's start to the last row in the table (--timeout)
 
 
 @dataclass(frozen=True)
@@ -321,9 +324,37 @@ class _EndOffsets:
         return int(sum(ends.values()))
 
 
+@dataclass(frozen=True)
+class Reached:
+    """How far each stage of the pipeline got: records on ``page_views``, final counts on
+    ``page_counts``, rows committed to the Spark table."""
+
+    ingested: int
+    processed: int
+    exported: int
+
+
+class PipelineTimeout(Exception):
+    """The pipeline did not export every closed window's count within its timeout."""
+
+    def __init__(self, timeout: float, reached: Reached, sample: Sample) -> None:
+        expected = len(sample.windows)
+        super().__init__(
+            f"the pipeline did not finish within its timeout of {timeout:g} s: ingested {reached.ingested:,}/"
+            f"{sample.rows:,} page views, processed {reached.processed:,}/{expected:,} final counts, exported "
+            f"{reached.exported:,}/{expected:,} rows (a loaded machine may need longer: --timeout SECONDS)")
+        self.reached = reached
+
+
+async def _reached(end_offset: _EndOffsets, commit_log: Any, sample: Sample) -> Reached:
+    return Reached(await end_offset("page_views"), min(len(sample.windows), await end_offset("page_counts")),
+                   sum(b.rows for b in commit_log.batches()))
+
+
 async def _follow(console: Console, end_offset: _EndOffsets, commit_log: Any, sample: Sample, timeout: float
-                  ) -> None:
-    """Progress bars until every closed window's count is in the table (or ``timeout``)."""
+                  ) -> Reached:
+    """Progress bars until every closed window's count is in the table (or ``timeout``):
+    how far each stage got."""
     expected = len(sample.windows)
     with Progress(TextColumn("{task.description:<11}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[unit]}"), TimeElapsedColumn(), console=console) as progress:
@@ -331,12 +362,13 @@ async def _follow(console: Console, end_offset: _EndOffsets, commit_log: Any, sa
         process = progress.add_task("processing", total=expected, unit="final counts on page_counts")
         export = progress.add_task("export", total=expected, unit="rows in the Spark table")
         deadline = time.monotonic() + timeout
-        exported = 0
-        while exported < expected and time.monotonic() < deadline:
-            progress.update(ingest, completed=await end_offset("page_views"))
-            progress.update(process, completed=min(expected, await end_offset("page_counts")))
-            exported = sum(b.rows for b in commit_log.batches())
-            progress.update(export, completed=exported)
+        while True:
+            reached = await _reached(end_offset, commit_log, sample)
+            progress.update(ingest, completed=reached.ingested)
+            progress.update(process, completed=reached.processed)
+            progress.update(export, completed=reached.exported)
+            if reached.exported >= expected or time.monotonic() >= deadline:
+                return reached
             await asyncio.sleep(0.25)
 
 
@@ -356,10 +388,12 @@ async def _until_interrupted(console: Console, url: str) -> None:
             loop.remove_signal_handler(sig)
 
 
-async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, timeout: float = 150,
+async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, timeout: float = TIMEOUT,
                        keep_running: bool = False, secure: bool = False) -> bool:
     """Run the pipeline in ``directory`` (wiped first); True when Spark's top pages equal the
-    batch computation of the input. The web console shows it while it runs; with
+    batch computation of the input; ``PipelineTimeout`` when the table does not hold every
+    closed window's count ``timeout`` seconds after the pipeline started (Spark's summary of
+    a partial table would be meaningless). The web console shows it while it runs; with
     ``keep_running`` everything stays up after the run until Ctrl-C, to look around in it;
     with ``secure``, against a SASL_SSL broker with ACLs (the module's docstring)."""
     from aiokafka import AIOKafkaConsumer
@@ -406,7 +440,11 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
         worker = StandaloneWorker(load_worker_config({
             "bootstrap.servers": broker.bootstrap, "listeners": "http://127.0.0.1:0",
             "offset.storage.file.filename": str(directory / "connect" / "offsets.json"),
-            "offset.flush.interval.ms": "1000", **(setup.connect_settings() if setup else {})}), [
+            "offset.flush.interval.ms": "1000",
+            # A run cut short by its timeout stops the Spark sink task with rows buffered: its
+            # last micro-batch (Spark's first job, slow to start) may take longer than the
+            # default 5 s, and cancelling it would leave Spark's job to die with the session.
+            "task.shutdown.graceful.timeout.ms": "60000", **(setup.connect_settings() if setup else {})}), [
             _connector("demo-file-source.json", file=str(sample.path)),
             _connector("demo-spark-sink.json", path=str(table), **{"value.converter.schema.registry.url": registry_url}),
         ])
@@ -429,18 +467,27 @@ async def run_pipeline(directory: Path, console: Console, views: int = VIEWS, ti
                           f"{worker.url} running demo-file-source and demo-spark-sink; app demo-pipeline counting "
                           "views per page per minute into page_counts (Avro)")
             console.print(f"web console: {web_console.url} (the pipeline: {web_console.url}/pipeline)")
-            await _follow(console, _EndOffsets(broker.bootstrap, consumer), commit_log, sample, timeout)
+            end_offsets = _EndOffsets(broker.bootstrap, consumer)
+            reached = await _follow(console, end_offsets, commit_log, sample, timeout)
             if keep_running:
                 await _until_interrupted(console, web_console.url)
+                reached = await _reached(end_offsets, commit_log, sample)  # it ran on meanwhile
         finally:
             if web_console is not None:
                 await web_console.stop()
             await consumer.stop()
+            # The Spark sink task's stop waits for its SparkSession: a run that ends before
+            # Spark is up (a timeout) waits for it here, or the worker would give up on the
+            # task after a few seconds and cancel it, with a warning.
+            await asyncio.to_thread(futures.wait, [spark_future])
             await worker.stop()
             await runtime.stop()
             await asyncio.to_thread(stop_registry)
-    batches = len(commit_log.batches())
     spark = spark_future.result()
+    if reached.exported < expected:
+        release_spark_session(spark)
+        raise PipelineTimeout(timeout, reached, sample)
+    batches = len(commit_log.batches())
     df = read_committed(spark, table)
     from pyspark.sql import functions as F
 

@@ -283,7 +283,31 @@ def kafka_apis() -> str:
             "ApiVersions. Clients negotiate the highest version both sides know.\n\n" + "\n".join(rows) + "\n")
 
 
-PUBLIC_PACKAGES = ("streamkit", "streamkit.streams", "streamkit.connect", "streamkit.spark", "streamkit.dask")
+PUBLIC_PACKAGES = ("streamkit", "streamkit.streams", "streamkit.connect", "streamkit.spark", "streamkit.dask",
+                   "streamkit.testing")
+
+# Packages whose ``__init__`` exports nothing itself: the names of their modules that users
+# call (``app.stream(...)`` returns a StreamNode, ``app.Table(...)`` a Table, an agent is given
+# an AgentStream), and the test helpers' modules that ``streamkit.testing`` does not import.
+PUBLIC_MODULE_NAMES: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "streamkit.streams": (
+        ("streamkit.streams.agent", ("AgentStream", "Batch")),
+        ("streamkit.streams.dsl", ("StreamNode", "WindowedStream", "WindowedAggregation", "TableNode")),
+        ("streamkit.streams.table", ("Table", "WindowedTable", "WindowSet", "GlobalTable")),
+        ("streamkit.streams.processing", ("WindowResult",)),
+        # streamkit.streams.columnar: the DSL's column expressions and aggregations
+        ("streamkit.streams.columnar.expr", ("col", "lit", "Expr")),
+        ("streamkit.streams.columnar.aggs", ("count", "sum", "min", "max", "AggExpr")),
+    ),
+    "streamkit.testing": (
+        ("streamkit.testing.strategies", ("timestamped_records",)),
+        ("streamkit.testing.conformance", ("Scenario", "Send", "run_in_driver", "run_on_broker")),
+    ),
+}
+
+
+def _block(target: str) -> str:
+    return f"::: {target}\n    options:\n      heading_level: 3\n"
 
 
 def python_api() -> str:
@@ -302,7 +326,9 @@ def python_api() -> str:
             obj = getattr(module, name)
             home = getattr(obj, "__module__", None) if callable(obj) or isinstance(obj, type) else None
             target = f"{home}.{getattr(obj, '__qualname__', name)}" if home else f"{package}.{name}"
-            out.append(f"::: {target}\n    options:\n      heading_level: 3\n")
+            out.append(_block(target))
+        for home, names in PUBLIC_MODULE_NAMES.get(package, ()):
+            out += [_block(f"{home}.{name}") for name in names]
     return "\n".join(out) + "\n"
 
 

@@ -1,5 +1,6 @@
 """Markdown tables of a connector's settings, made from its config model, so that the
-README's tables say what the code reads and cannot drift from it.
+Connect tutorial's tables (docs/tutorials/connect.md) say what the code reads and cannot
+drift from it.
 
 A table lives in a Markdown file between two markers that name the model::
 
@@ -8,9 +9,10 @@ A table lives in a Markdown file between two markers that name the model::
     ...
     <!-- end settings -->
 
-``python -m streamkit.connect.settings_doc README.md`` rewrites every such table;
-``rewrite(text)`` is what it writes (a test checks the README is up to date). A field marked
-``json_schema_extra={"internal": True}`` (a key the runtime sets in task configs) is left out.
+``python -m streamkit.connect.settings_doc docs/tutorials/connect.md`` rewrites every such
+table; ``rewrite(text)`` is what it writes (tests/connect/test_settings_doc.py checks the
+page is up to date). A field marked ``json_schema_extra={"internal": True}`` (a key the
+runtime sets in task configs) is left out.
 """
 
 from __future__ import annotations

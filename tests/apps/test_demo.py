@@ -26,10 +26,15 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 WINDOW_MS, GRACE_MS = 60_000, 10_000
 
 
-def _demo(*args: str, timeout: float = 200) -> str:
-    done = subprocess.run([sys.executable, "-m", "streamkit.demo", *args], cwd=REPO,
+def _run_demo(*args: str, timeout: float = 200) -> subprocess.CompletedProcess[str]:
+    """The demo as a user runs it: its own process (and its own SparkSession, not the tests')."""
+    return subprocess.run([sys.executable, "-m", "streamkit.demo", *args], cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def _demo(*args: str, timeout: float = 200) -> str:
+    done = _run_demo(*args, timeout=timeout)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     return out
@@ -97,6 +102,24 @@ def test_the_secured_demo_runs_against_a_sasl_ssl_broker_with_acls(tmp_path: Pat
     expected = _batch_counts(root / "input" / "page_views.jsonl")
     table = pq.ParquetDataset([str(p) for p in committed_files(root / "tables" / "page_counts")]).read()
     assert {(r["page"], r["window_start"]): r["views"] for r in table.to_pylist()} == expected
+
+
+def test_a_demo_past_its_timeout_says_how_far_each_stage_got_in_one_line_and_exits_1(tmp_path: Path) -> None:
+    """``--timeout 1``: the pipeline cannot export 300,040 views' counts in a second. The demo
+    says so in one line (how far ingestion, processing and export got), exits 1, and goes
+    on neither to Spark's summary (no error of Spark's on an empty or partial table) nor
+    to a traceback."""
+    done = _run_demo(str(tmp_path / "demo"), "--timeout", "1")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, out
+    assert re.fullmatch(r"error: the pipeline did not finish within its timeout of 1 s: ingested [\d,]+/300,040 "
+                        r"page views, processed [\d,]+/2,400 final counts, exported [\d,]+/2,400 rows "
+                        r"\(a loaded machine may need longer: --timeout SECONDS\)", errors[0]), out
+    assert "Traceback" not in out, out
+    assert "top pages" not in out and "UNRESOLVED_COLUMN" not in out, out
+    assert not [line for line in out.splitlines() if SPARK_NOISE.search(line) or "ERROR" in line], out
 
 
 def test_demo_tours_show_stream_processing_results(tmp_path: Path) -> None:
