@@ -4,9 +4,10 @@ produce appends to one of its partitions, or its max_wait runs out."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 
-__all__ = ["AppendWaiters"]
+__all__ = ["AppendWaiters", "Deadline"]
 
 TopicPartition = tuple[str, int]
 
@@ -47,6 +48,23 @@ class AppendWaiters:
     def notify_all(self) -> None:
         for tp in list(self._waiting):
             self.notify(tp)
+
+
+class Deadline:
+    """The end of a long poll's max_wait, on the monotonic clock the event loop's timers use.
+
+    Not the broker's millisecond wall clock: a deadline taken from a truncated millisecond
+    ends up to a millisecond before max_wait has passed, and a wall clock can step.
+    """
+
+    __slots__ = ("_at",)
+
+    def __init__(self, wait_ms: int) -> None:
+        self._at = time.monotonic() + max(wait_ms, 0) / 1000
+
+    def remaining_s(self) -> float:
+        """Seconds left; zero or less once it has passed."""
+        return self._at - time.monotonic()
 
 
 def _resolve(future: asyncio.Future[bool], appended: bool) -> None:

@@ -20,6 +20,7 @@ from streamkit.broker.errors import ErrorCode, error_code_for
 from streamkit.broker.handlers.common import LEADER_EPOCH, Reply, field, high_watermark_stale
 from streamkit.broker.handlers.txn import txn_check
 from streamkit.broker.state import BrokerState, ClientInfo
+from streamkit.broker.waiters import Deadline
 from streamkit.log.batch import HEADER_SIZE, peek_offsets
 from streamkit.log.errors import LogError
 from streamkit.log.partition import PartitionLog
@@ -316,17 +317,16 @@ async def fetch(state: BrokerState, req: Request, client: ClientInfo) -> Reply:
         _followers_fetched(state, body, replica_id)
     if state.metrics is not None:
         state.metrics.fetches.labels("follower" if replica_id >= 0 else "consumer").inc()
-    wait_ms = int(body.max_wait.total_seconds() * 1000)
-    deadline = state.clock() + wait_ms
+    deadline = Deadline(int(body.max_wait.total_seconds() * 1000))
     partitions = [(t.topic, int(p.partition)) for t in body.topics for p in t.partitions]
     while True:
         responses, total, failed = _read_all(state, body, max_bytes, read_committed, replica_id)
-        remaining = deadline - state.clock()
+        remaining = deadline.remaining_s()
         # Kafka answers at once when any partition has an error (out of range, unknown...):
         # waiting would only delay the client's reaction to it.
         if total >= min_bytes or failed or remaining <= 0 or not partitions:
             break
-        if not await state.waiters.wait(partitions, remaining / 1000):
+        if not await state.waiters.wait(partitions, remaining):
             responses, _total, _failed = _read_all(state, body, max_bytes, read_committed, replica_id)
             break
     return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}

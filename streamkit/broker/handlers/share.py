@@ -34,6 +34,7 @@ from streamkit.broker.handlers.common import (
 from streamkit.broker.share.coordinator import ShareCoordinator
 from streamkit.broker.share.partition import InvalidAcknowledgement, SharePartition
 from streamkit.broker.state import BrokerState, ClientInfo
+from streamkit.broker.waiters import Deadline
 from streamkit.log.batch import iter_batch_spans, parse_header
 from streamkit.log.errors import LogError
 from streamkit.log.partition import PartitionLog
@@ -385,7 +386,7 @@ class _Fill:
         self.max_records = max(int(field(body, "max_records", 500)), 1)
         self.max_bytes = min(int(field(body, "max_bytes", state.config.fetch_max_bytes)),
                              state.config.fetch_max_bytes)
-        self.deadline = state.clock() + _ms(body.max_wait)
+        self.deadline = Deadline(_ms(body.max_wait))
         self.partitions: list[tuple[str, int]] = []
         self.failed: set[tuple[str, int]] = set()  # answered with an error in this request
         self.served: asyncio.Future[None] | None = None  # set when an acknowledgement acquired for it
@@ -423,11 +424,11 @@ class _Fill:
             parked.setdefault(key, []).append(self)
         try:
             while self.partitions:
-                remaining = self.deadline - self.state.clock()
+                remaining = self.deadline.remaining_s()
                 if remaining <= 0:
                     return
                 # no append wakes it: a lock may still have expired, so look again until the deadline
-                append = asyncio.ensure_future(self.state.waiters.wait(self.partitions, min(remaining, 100) / 1000))
+                append = asyncio.ensure_future(self.state.waiters.wait(self.partitions, min(remaining, 0.1)))
                 await asyncio.wait((append, self.served), return_when=asyncio.FIRST_COMPLETED)
                 if not append.done():
                     append.cancel()
