@@ -81,9 +81,14 @@ def test_kill_and_start_keep_the_port_and_the_data(tmp_path: Path, need_zookeepe
         assert not zk.alive
         zk.start()
         assert zk.port == port
-        assert client.get("/kept")[0] == b"value"  # the client reconnects by itself
+        # The client reconnects by itself. kazoo's retry also rides out a new session:
+        # ZooKeeper 3.8.0 (Debian's) can leave a connection made while it starts open and
+        # unanswered (NIOServerCnxn.close fails on a server without its database yet), so
+        # a client that connects in that window waits out its session timeout and gets
+        # its session expired, as seen on a loaded machine.
+        assert client.retry(client.get, "/kept")[0] == b"value"
         assert zk.restart().port == port
-        assert client.get("/kept")[0] == b"value"
+        assert client.retry(client.get, "/kept")[0] == b"value"
         process = zk.process
     assert process is not None and process.poll() is not None  # the context exit killed it
     assert "binding to port" in zk.log_tail(1000)
