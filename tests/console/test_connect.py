@@ -168,20 +168,43 @@ class _CountingProxy:
 
     async def _pipe(self, reader: Any, writer: Any) -> None:
         import asyncio
+        import contextlib
 
         self.connections += 1
-        up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
+        up_writer = None
+        try:
+            up_reader, up_writer = await asyncio.open_connection(self.host, self.target_port)
 
-        async def copy(source: Any, sink: Any) -> None:
-            while data := await source.read(65536):
-                sink.write(data)
-                await sink.drain()
-            sink.close()
+            async def copy(source: Any, sink: Any) -> None:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+                sink.close()
 
-        await asyncio.gather(copy(reader, up_writer), copy(up_reader, writer), return_exceptions=True)
+            await asyncio.gather(copy(reader, up_writer), copy(up_reader, writer), return_exceptions=True)
+        finally:
+            # Closed and waited for on this loop: a transport left closing when the loop
+            # stops is collected later as "unclosed", failing whichever test runs then.
+            for w in (writer, up_writer):
+                if w is not None:
+                    w.close()
+                    with contextlib.suppress(Exception):
+                        await w.wait_closed()
+
+    async def _shutdown(self) -> None:
+        import asyncio
+
+        self._server.close()
+        pipes = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in pipes:
+            task.cancel()
+        await asyncio.gather(*pipes, return_exceptions=True)
+        await self._server.wait_closed()
 
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._server.close)
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
