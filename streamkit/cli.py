@@ -124,6 +124,7 @@ def broker(
     """Run a Kafka-protocol broker.
 
     Any Kafka client or tool can produce to it and consume from it."""
+    from streamkit.broker.cluster.zk import ZkConnectError
     from streamkit.broker.config import BrokerConfig, read_properties
     from streamkit.broker.run import placement, run_broker
     from streamkit.dirlock import DataDirectoryError
@@ -143,7 +144,7 @@ def broker(
     data_dir, host, port = placement(config, data_dir, host, port)
     try:
         run_broker(data_dir, config, host, port, ready_file)
-    except (DataDirectoryError, ConfigError) as exc:
+    except (DataDirectoryError, ConfigError, ZkConnectError) as exc:
         raise _fail(str(exc)) from None
     except OSError as exc:
         raise _fail(_os_error(exc, f"cannot listen on {host}:{port}")) from None

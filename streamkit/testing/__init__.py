@@ -540,18 +540,19 @@ class ZooKeeperServer(ChildProcess):
     @contextlib.contextmanager
     def client(self, chroot: str = "", timeout_s: float = 10) -> Iterator[KazooClient]:
         """A connected ``kazoo`` client (session timeout ``timeout_s``) under ``chroot``,
-        which is created when missing (as a broker does), closed on exit::
+        which is created when missing (as a broker does), closed on exit; it reconnects
+        as a broker's does (``kazoo_client``)::
 
             with zk.client("/streamkit") as client:
                 client.get_children("/brokers/ids")
         """
-        from kazoo.client import KazooClient
+        from streamkit.broker.cluster.zk import kazoo_client
 
         hosts = self.connect_string(chroot)
         if chroot:
             with self.client() as root:
                 root.ensure_path(chroot)
-        client = KazooClient(hosts=hosts, timeout=timeout_s)
+        client = kazoo_client(hosts, int(timeout_s * 1000))
         client.start(timeout=30)
         try:
             yield client

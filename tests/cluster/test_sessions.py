@@ -4,10 +4,14 @@ expired."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import threading
 import time
 
 import pytest
 
+from streamkit.broker.cluster.zk import ZkClient, ZkConnectError
 from streamkit.testing import ZooKeeperServer
 from streamkit.testing_cluster import BrokerCluster
 from streamkit.testing_history import History, full_read
@@ -91,3 +95,41 @@ def test_a_broker_restarted_while_its_old_registration_exists_waits_for_it(
     process.wait_ready(60)
     assert f"broker {broker} registered in ZooKeeper at" in this_life()
     eventually(lambda: broker in isr(cluster.bootstrap, topic), "the restarted broker back in the ISR")
+
+
+def test_a_broker_tries_an_unreachable_zookeeper_again_at_least_once_a_second() -> None:
+    """kazoo's default doubles its wait between connection attempts up to an hour: in 12 s
+    it makes 7, the last wait 6 s or more, so a broker would come back to a restarted
+    ZooKeeper long after its session could have been kept. A broker's client tries at
+    least once a second (1.4 s with kazoo's jitter), and once zookeeper.connection.timeout.ms
+    has run out it says it cannot reach ZooKeeper (kazoo's time-out is not a KazooException)."""
+    attempts: list[float] = []
+    stop = threading.Event()
+    # stands for a ZooKeeper that is down or starting: a connection is cut at once
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.1)
+        port = server.getsockname()[1]
+
+        def cut_every_connection() -> None:
+            while not stop.is_set():
+                try:
+                    conn, _ = server.accept()
+                except TimeoutError:
+                    continue
+                attempts.append(time.monotonic())
+                conn.close()
+
+        listener = threading.Thread(target=cut_every_connection, daemon=True)
+        listener.start()
+        client = ZkClient(f"127.0.0.1:{port}", 4000, 12_000)
+        began = time.monotonic()
+        try:
+            with pytest.raises(ZkConnectError, match="cannot reach ZooKeeper"):
+                asyncio.run(client.start())
+        finally:
+            ended = time.monotonic()
+            stop.set()
+            listener.join()
+    gaps = [later - earlier for earlier, later in zip([began, *attempts], [*attempts, ended], strict=True)]
+    assert len(attempts) >= 8, gaps
+    assert max(gaps) < 3.0, gaps

@@ -547,3 +547,13 @@ def test_worker_and_broker_logs_read_like_a_product(broker_factory: Callable[...
     for line in worker_lines + broker.log_file.read_text().splitlines():
         message = line.split(": ", 1)[-1]
         assert not _NOT_PRODUCT.search(message), line
+
+
+def test_broker_with_an_unreachable_zookeeper_ends_with_one_error_line(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens on it
+    result = cli("broker", "--data-dir", str(tmp_path / "data"), "--port", "0", "--set", "broker.id=0",
+                 "--set", f"zookeeper.connect=127.0.0.1:{port}", "--set", "zookeeper.connection.timeout.ms=1000")
+    # before it, the broker's log says how it tried (kazoo's attempts); then one error line
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last == f"error: cannot reach ZooKeeper at 127.0.0.1:{port} (Connection time-out)", result.stderr

@@ -32,7 +32,9 @@ from kazoo.exceptions import (
     NotEmptyError,
     RolledBackError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent
+from kazoo.retry import KazooRetry
 
 from streamkit.broker.cluster.zkdata import (
     CLUSTER_ID,
@@ -62,6 +64,7 @@ __all__ = [
     "Watch",
     "ZkClient",
     "ZkConnectError",
+    "kazoo_client",
     "split_connect",
     "with_retries",
 ]
@@ -92,6 +95,17 @@ class TopicExists(Exception):
 class SessionEvent:
     state: str  # "suspended" | "connected" | "lost"
     new_session: bool = False
+
+
+def kazoo_client(hosts: str, session_timeout_ms: int) -> KazooClient:
+    """A kazoo client that tries an unreachable ZooKeeper again at least once a second.
+
+    kazoo's default doubles its wait between connection attempts up to an hour: after an
+    outage of D seconds it tries again only up to about 2D later, long after a session it
+    could have kept has expired. ZooKeeper's own client waits at most a second; so does this.
+    """
+    retry = KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0)
+    return KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry)
 
 
 def split_connect(connect: str) -> tuple[str, str]:
@@ -125,21 +139,22 @@ class ZkClient:
         self._loop = asyncio.get_running_loop()
         timeout = self.connection_timeout_ms / 1000
         if self.chroot:
-            root = KazooClient(hosts=self.hosts, timeout=self.session_timeout_ms / 1000)
+            root = kazoo_client(self.hosts, self.session_timeout_ms)
             try:
                 await self._blocking(root.start, timeout)
                 await self._blocking(root.ensure_path, self.chroot)
-            except KazooException as exc:
+            except (KazooException, KazooTimeoutError) as exc:
                 raise ZkConnectError(f"cannot reach ZooKeeper at {self.hosts} ({exc or type(exc).__name__})") from exc
             finally:
                 with contextlib.suppress(Exception):
                     await self._blocking(root.stop)
                     await self._blocking(root.close)
-        client = KazooClient(hosts=self.connect, timeout=self.session_timeout_ms / 1000)
+        client = kazoo_client(self.connect, self.session_timeout_ms)
         client.add_listener(self._on_state)
         try:
             await self._blocking(client.start, timeout)
-        except KazooException as exc:
+        except (KazooException, KazooTimeoutError) as exc:
+            # kazoo's "Connection time-out" (zookeeper.connection.timeout.ms) is not a KazooException
             with contextlib.suppress(Exception):
                 await self._blocking(client.stop)
             raise ZkConnectError(f"cannot reach ZooKeeper at {self.hosts} "
