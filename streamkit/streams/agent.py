@@ -91,7 +91,11 @@ acknowledges it in its turn (after the records before it) and never yields it.""
 
 def current_event() -> Event | None:
     """The event the calling agent is processing (each agent instance runs in its own task,
-    so this is per agent). Windowed tables use its timestamp; nothing else reads it."""
+    so this is per agent). Windowed tables use its timestamp; nothing else reads it.
+
+    A task the agent's function starts (``asyncio.create_task``) shares the stream's cursor:
+    there, this (and a table's current record) is the record the stream is on now, not the
+    one the task was started on; hand such a task the event it needs."""
     current = _current.get()
     return current.event() if isinstance(current, Cursor) else current
 
