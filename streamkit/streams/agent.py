@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from streamkit.streams.codecs import StrCodec, codec_for
 from streamkit.streams.event import Event
-from streamkit.streams.inbox import Inbox
+from streamkit.streams.inbox import RecordInbox
+from streamkit.streams.records import CurrentRecord, Cursor, Placed
 from streamkit.streams.topic import Topic
 from streamkit.streams.windows import seconds_ms
 
@@ -51,32 +52,37 @@ class Runtime(Protocol):
     @property
     def gate(self) -> ProcessingGate: ...
 
-    def ack(self, stream: AgentStream, event: Event, count: int = 1) -> None: ...
+    def ack(self, stream: AgentStream, event: CurrentRecord, count: int = 1) -> None: ...
 
     def ack_many(self, stream: AgentStream, events: list[Event]) -> None: ...
 
-    def owns(self, event: Event) -> bool: ...
+    def owns(self, event: Placed) -> bool: ...
 
     def batch_clock(self) -> float:
         """Seconds on the clock that ``take()``'s ``within`` is measured by (monotonic)."""
         ...
 
-    async def batch_wait(self, inbox: Inbox[Event], timeout: float) -> bool:
+    async def batch_wait(self, inbox: RecordInbox, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds of ``batch_clock`` for an event in ``inbox``;
         whether there is one."""
         ...
 
 
-async def _wait_readable(inbox: Inbox[Event], timeout: float) -> bool:
+async def _wait_readable(inbox: RecordInbox, timeout: float) -> bool:
     return await inbox.wait_readable(timeout)
 
 
 __all__ = ["SKIPPED", "Agent", "AgentStream", "Batch", "current_event"]
 
-_current: contextvars.ContextVar[Event | None] = contextvars.ContextVar("streamkit_current_event", default=None)
+# The current record: an ``Event`` (``take()`` batches, tests), or the stream's ``Cursor``
+# while it iterates, which ``current_event`` turns into the record's ``Event``.
+_current: contextvars.ContextVar[Event | Cursor | None] = contextvars.ContextVar("streamkit_current_event",
+                                                                                default=None)
 
 
 AgentFn = Callable[["AgentStream"], Awaitable[None]]
+
+_DROPPED: Any = object()  # what ``_mapped`` returns for a value a filter drops
 
 SKIPPED: Any = object()
 """The value of a queued stand-in for a record that could not be deserialized: the stream
@@ -85,13 +91,19 @@ acknowledges it in its turn (after the records before it) and never yields it.""
 
 def current_event() -> Event | None:
     """The event the calling agent is processing (each agent instance runs in its own task,
-    so this is per agent). Windowed tables use its timestamp; nothing else reads it."""
-    return _current.get()
+    so this is per agent). Windowed tables use its timestamp; nothing else reads it.
+
+    A task the agent's function starts (``asyncio.create_task``) shares the stream's cursor:
+    there, this (and a table's current record) is the record the stream is on now, not the
+    one the task was started on; hand such a task the event it needs."""
+    current = _current.get()
+    return current.event() if isinstance(current, Cursor) else current
 
 
-# ``current_event`` as the context variable's own getter: the per-record table update
-# calls it without a Python frame.
-read_current_event: Callable[[], Event | None] = _current.get
+# The current record as the context variable holds it (an ``Event`` or the stream's
+# ``Cursor``: read its fields at once, never keep it), by the variable's own getter: the
+# per-record table update calls it without a Python frame.
+read_current_event: Callable[[], CurrentRecord | None] = _current.get
 
 
 class Batch(list[Any]):
@@ -123,10 +135,12 @@ class AgentStream:
         self.agent = agent
         self.source = source
         self.instance = instance
-        self.inbox: Inbox[Event] = Inbox(agent.buffer)
+        self.inbox = RecordInbox(agent.buffer)
+        self._cursor = Cursor()
         self.repartition: Topic | None = None
         self.key_fn: Callable[[Any], Any] | None = None
-        self._held: Event | None = None
+        # The record being processed, inside the gate: the stream's cursor on it.
+        self._held: Cursor | None = None
         # Events processed since the last acknowledgement: inside the gate, moving on to the
         # next event of the same partition leaves the held one to be acknowledged with a
         # later one (its offset covers it). No commit reads the acknowledgements before
@@ -197,6 +211,16 @@ class AgentStream:
             raise ValueError(f"take: within must be a positive number of seconds (or a timedelta), not {within!r}")
         return _Batches(self, max_, within_ms)
 
+    def _mapped(self, value: Any) -> Any:
+        """``value`` through the stream's filters and maps, or ``_DROPPED``."""
+        for kind, fn in self._transforms:
+            if kind == "filter":
+                if not fn(value):
+                    return _DROPPED
+            else:
+                value = fn(value)
+        return value
+
     def _kept(self, event: Event) -> Event | None:
         """``event`` with the stream's maps applied, or None if a filter drops it (or it
         is a SKIPPED stand-in)."""
@@ -204,31 +228,33 @@ class AgentStream:
             return None
         if not self._transforms:
             return event
-        value = event.value
-        for kind, fn in self._transforms:
-            if kind == "filter":
-                if not fn(value):
-                    return None
-            else:
-                value = fn(value)
+        value = self._mapped(event.value)
+        if value is _DROPPED:
+            return None
         if value is not event.value:
             event = Event(event.key, value, event.timestamp, event.headers, event.topic,
                           event.partition, event.offset, event.raw_key)
         return event
 
-    async def _next_kept(self, event: Event | None) -> Event:
-        """The next event the stream's filters keep, with its maps applied, from ``event``:
-        what ``_next_ready`` returned (None: the stream must wait for one)."""
+    async def _next_kept(self, cursor: Cursor | None) -> Cursor | Event:
+        """The next record the stream's filters keep, from ``cursor`` (what
+        ``_next_ready`` returned; None: the stream must wait for one): the cursor on it,
+        or its event with the stream's maps applied."""
         while True:
-            if event is None:
-                event = await self._next_waiting()
-            if not self._transforms and event.value is not SKIPPED:
-                return event
-            kept = self._kept(event)
-            if kept is not None:
-                return kept
-            # a dropped or skipped event: acknowledged by the next call, in offset order
-            event = self._next_ready()
+            if cursor is None:
+                cursor = await self._next_waiting()
+            if cursor.value is not SKIPPED:
+                if not self._transforms:
+                    return cursor
+                value = self._mapped(cursor.value)
+                if value is not _DROPPED:
+                    if value is cursor.value:
+                        return cursor
+                    event = cursor.event()
+                    return Event(event.key, value, event.timestamp, event.headers, event.topic,
+                                 event.partition, event.offset, event.raw_key)
+            # a dropped or skipped record: acknowledged by the next call, in offset order
+            cursor = self._next_ready()
 
     async def _next_batch(self, max_: int, within_ms: int) -> Batch:
         """The next ``take()`` batch (see there)."""
@@ -262,7 +288,7 @@ class AgentStream:
             self._finish_held()  # all filtered out (or skipped, or revoked): acknowledged
 
     def _finish_held(self) -> None:
-        """Acknowledge the event (or ``take()`` batch) the function asked past: it is processed."""
+        """Acknowledge the record (or ``take()`` batch) the function asked past: it is processed."""
         held, self._held = self._held, None
         runtime = self.runtime
         if held is not None and runtime is not None:
@@ -274,23 +300,26 @@ class AgentStream:
             runtime.ack_many(self, batch)
             runtime.gate.leave()
 
-    def _next_ready(self) -> Event | None:
-        """The per-event fast path: the next event when one is queued and no commit is
-        running, with no await; None when the caller must wait (``_next_waiting``)."""
+    def _next_ready(self) -> Cursor | None:
+        """The per-record fast path: the cursor on the next record when one is queued and
+        no commit is running, with no await; None when the caller must wait
+        (``_next_waiting``)."""
         runtime, inbox, held = self.runtime, self.inbox, self._held
         if held is not None and runtime is not None:
             self._held = None
             gate = runtime.gate
             if inbox and gate.is_open():
-                # Straight on to the next event, still inside the gate: no commit waits for it.
-                event = self._held = inbox.take()
-                if event.partition == held.partition and event.topic == held.topic:
-                    self._unacked += 1  # acknowledged with a later event of its partition
+                # Straight on to the next record, still inside the gate: no commit waits for it.
+                head = inbox.head()
+                if head is held.records or (head.partition == held.partition and head.topic == held.topic):
+                    self._unacked += 1  # acknowledged with a later record of its partition
                 else:
                     runtime.ack(self, held, self._unacked + 1)
                     self._unacked = 0
-                _current.set(event)
-                return event
+                inbox.advance(held)
+                self._held = held
+                _current.set(held)
+                return held
             runtime.ack(self, held, self._unacked + 1)
             self._unacked = 0
             gate.leave()
@@ -299,37 +328,43 @@ class AgentStream:
             self.reading.set()
         if not inbox or (runtime is not None and not runtime.gate.try_enter()):
             return None
-        event = self._held = inbox.take()
-        _current.set(event)
-        return event
+        cursor = self._held = self._cursor
+        inbox.advance(cursor)
+        _current.set(cursor)
+        return cursor
 
-    async def _next_waiting(self) -> Event:
+    async def _next_waiting(self) -> Cursor:
         _current.set(None)
-        runtime = self.runtime
-        # Wait for the event before entering the gate: an agent waiting for input must not
+        runtime, inbox = self.runtime, self.inbox
+        # Wait for a record before entering the gate: an agent waiting for input must not
         # hold up a commit (the gate waits for entered agents to finish).
         while True:
-            event = await self.inbox.get()
+            await inbox.wait()
             if runtime is None:
                 break
             await runtime.gate.enter()
-            if runtime.owns(event):
-                break
-            # Its partition was revoked while this waited at the gate (a rebalance's commit
-            # closed it): the new owner processes it. Processed here it met tables without
-            # that partition, and under exactly-once a task without its producer.
+            if inbox:
+                head = inbox.head()
+                if runtime.owns(head):
+                    break
+                # Its partition was revoked while this waited at the gate (a rebalance's
+                # commit closed it): the new owner processes it. Processed here it met
+                # tables without that partition, and under exactly-once a task without its
+                # producer.
+                inbox.remove_partitions({(head.topic, head.partition)})
             runtime.gate.leave()
-        self._held = event
-        _current.set(event)
-        return event
+        cursor = self._held = self._cursor
+        inbox.advance(cursor)
+        _current.set(cursor)
+        return cursor
 
     def release(self) -> None:
         """The function returned or failed: acknowledge what it held."""
         self._finish_held()
 
     def drop_partitions(self, partitions: set[tuple[str, int]]) -> int:
-        """Remove queued events of revoked partitions (their new owner reprocesses them)."""
-        return self.inbox.remove_if(lambda event: (event.topic, event.partition) in partitions)
+        """Remove queued records of revoked partitions (their new owner reprocesses them)."""
+        return self.inbox.remove_partitions(partitions)
 
 
 class _Iteration:
@@ -347,12 +382,15 @@ class _Iteration:
 
     async def __anext__(self) -> Any:
         stream = self._stream
-        # ``_next_kept``'s common case inline (an event at hand, no filter or map, not
-        # skipped): one coroutine frame per event fewer.
-        event = stream._next_ready()
-        if event is None or stream._transforms or event.value is SKIPPED:
-            event = await stream._next_kept(event)
-        return event.value if self._values else event
+        # ``_next_kept``'s common case inline (a record at hand, no filter or map, not
+        # skipped): one coroutine frame per record fewer.
+        cursor = stream._next_ready()
+        if cursor is None or stream._transforms or cursor.value is SKIPPED:
+            kept = await stream._next_kept(cursor)
+            if type(kept) is not Cursor:
+                return kept.value if self._values else kept
+            cursor = kept
+        return cursor.value if self._values else cursor.event()
 
 
 class _Batches:

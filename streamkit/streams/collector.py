@@ -45,7 +45,7 @@ from aiokafka.errors import MessageSizeTooLargeError
 from aiokafka.structs import TopicPartition
 
 from streamkit import logfmt
-from streamkit.streams.agent import current_event
+from streamkit.streams.agent import read_current_event
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.partitioners import murmur2_partition
 from streamkit.streams.settings import AppSettings
@@ -75,7 +75,7 @@ def current_task() -> int | None:
     task = _task.get()
     if task is not None:
         return task
-    event = current_event()
+    event = read_current_event()
     return None if event is None else event.partition
 
 

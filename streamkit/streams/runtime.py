@@ -82,6 +82,7 @@ from streamkit.streams.partitioners import PartitionerDetector
 from streamkit.streams.processing import LateLog, Out
 from streamkit.streams.progress import ProgressReporter
 from streamkit.streams.progress import Task as ProgressTask
+from streamkit.streams.records import CurrentRecord, DecodedRecords, Placed
 from streamkit.streams.settings import SettingsError
 from streamkit.streams.table import WindowedTable
 from streamkit.streams.task_manager import TaskManager
@@ -96,7 +97,7 @@ if TYPE_CHECKING:
 
     from streamkit.broker.server import Broker
     from streamkit.streams.dsl import StreamNode
-    from streamkit.streams.inbox import Inbox
+    from streamkit.streams.inbox import RecordInbox
     from streamkit.streams.pipeline import CompiledSource
     from streamkit.streams.settings import AppSettings
     from streamkit.streams.table import Table
@@ -819,7 +820,14 @@ class Runtime:
         detector = self._partitioning.get(topic) or self.partitioning(topic)
         if not detector.done:
             self._detect(detector, topic, partition, records)
-        events = self._decode_batch(topic, partition, records)
+        readers = self._agent_readers.get(topic, ())
+        source = self.app.topics[topic]
+        decoded = None
+        if readers and not self._forwarders.get(topic) and not self._pipelines.get(topic):
+            # Read by agents only: the batch's columns, and an event for a record only when
+            # something asks for it (``records.DecodedRecords``).
+            decoded = source.decoded(records, partition)
+        events = self._decode_batch(topic, partition, records) if decoded is None else []
         with task_scope(partition):
             for stream in self._forwarders.get(topic, ()):
                 await self._forward(stream, tp, records, events)
@@ -827,21 +835,21 @@ class Runtime:
                 self.acks.register(compiled, tp)
                 await compiled.process(partition, records, events)
                 self.acks.ack(compiled, tp, records[-1].offset)
-        readers = self._agent_readers.get(topic, ())
         if not readers:
             return
         for stream in readers:
             self.acks.register(stream.agent, tp)
-        # Skipped (or dead-lettered) records are acknowledged through the queue, after the
-        # records before them: acking one here, while those still wait in the queue, let a
-        # commit include them unprocessed, and a crash then lost them.
-        queued = [event if event is not None
-                  else Event(None, SKIPPED, record.timestamp, [], topic, partition, record.offset)
-                  for record, event in zip(records, events, strict=True)]
+        if decoded is None:
+            # Skipped (or dead-lettered) records are acknowledged through the queue, after the
+            # records before them: acking one here, while those still wait in the queue, let a
+            # commit include them unprocessed, and a crash then lost them.
+            decoded = DecodedRecords.of_events(topic, partition, [
+                event if event is not None else Event(None, SKIPPED, record.timestamp, [], topic, partition,
+                                                      record.offset)
+                for record, event in zip(records, events, strict=True)])
         for stream in readers:
-            inbox = stream.agent.stream_for(partition).inbox
-            for event in queued[inbox.offer_many(queued):]:
-                await inbox.put(event)  # the agent is behind: wait for room
+            # the agent is behind when the inbox is full: this waits for room
+            await stream.agent.stream_for(partition).inbox.put_records(decoded)
 
     def partitioning(self, topic: str) -> PartitionerDetector:
         """How ``topic``'s producers place keyed records: declared on the topic
@@ -945,10 +953,10 @@ class Runtime:
                                    headers=record.headers, timestamp=event.timestamp)
             self.acks.ack(stream, tp, record.offset)
 
-    def owns(self, event: Event) -> bool:
+    def owns(self, event: Placed) -> bool:
         return (event.topic, event.partition) in self.assigned
 
-    def ack(self, stream: AgentStream, event: Event, count: int = 1) -> None:
+    def ack(self, stream: AgentStream, event: CurrentRecord, count: int = 1) -> None:
         """``event`` and the ``count - 1`` events of the stream before it are processed."""
         self.acks.ack(stream.agent, (event.topic, event.partition), event.offset)
         self.metrics.processed(count)
@@ -965,7 +973,7 @@ class Runtime:
         """The clock of ``take()``'s ``within``: monotonic seconds (the test driver's is virtual)."""
         return time.monotonic()
 
-    async def batch_wait(self, inbox: Inbox[Event], timeout: float) -> bool:
+    async def batch_wait(self, inbox: RecordInbox, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for an event in a ``take()``'s inbox."""
         return await inbox.wait_readable(timeout)
 

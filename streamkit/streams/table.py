@@ -34,12 +34,12 @@ from streamkit.streams.agent import current_event, read_current_event
 from streamkit.streams.changelog import ChangelogReader
 from streamkit.streams.clients import start_client, stop_client
 from streamkit.streams.codecs import StrCodec, codec_for
-from streamkit.streams.event import Event
 from streamkit.streams.follower import ChangelogFollower
 from streamkit.streams.metrics import RestoreProgress
 from streamkit.streams.partitioners import Partitioner, murmur2_partition
 from streamkit.streams.processing import record_late
 from streamkit.streams.progress import Task as ProgressTask
+from streamkit.streams.records import CurrentRecord
 from streamkit.streams.topic import Topic, partition_for_key
 from streamkit.streams.watermarks import InputClock
 from streamkit.streams.window_cache import CachedWindows
@@ -536,7 +536,7 @@ class Table:
             raise PartitionCountError(partition_count_message(self, topic, count))
         self.fed_by(topic)
 
-    def _task_partition(self, key_bytes: bytes, event: Event | None) -> int:
+    def _task_partition(self, key_bytes: bytes, event: CurrentRecord | None) -> int:
         """The partition whose store holds ``key_bytes``. Inside an agent (``event``, the
         record being processed): that record's partition (its task's store, as in Kafka
         Streams), whatever partitioner placed the record; refused when the key cannot
@@ -570,9 +570,9 @@ class Table:
 
     def _txn_for(self, key_bytes: bytes) -> tuple[Transaction, int]:
         """The open transaction holding ``key_bytes`` and its partition."""
-        return self._txn_at(key_bytes, current_event())
+        return self._txn_at(key_bytes, read_current_event())
 
-    def _txn_at(self, key_bytes: bytes, event: Event | None) -> tuple[Transaction, int]:
+    def _txn_at(self, key_bytes: bytes, event: CurrentRecord | None) -> tuple[Transaction, int]:
         """``_txn_for`` with the current event at hand already (the per-record path)."""
         p = self._task_partition(key_bytes, event)
         txn = self._txns.get(p)
@@ -620,13 +620,13 @@ class Table:
 
     def __contains__(self, key: Any) -> bool:
         kb = self.key_codec.dumps(key)
-        txn = self._txns.get(self._task_partition(kb, current_event()))
+        txn = self._txns.get(self._task_partition(kb, read_current_event()))
         return txn is not None and txn.get(kb) is not None
 
     def get(self, key: Any, default: Any = None) -> Any:
         """The value of ``key`` in the current event's partition, or ``default``."""
         kb = self.key_codec.dumps(key)
-        txn = self._txns.get(self._task_partition(kb, current_event()))
+        txn = self._txns.get(self._task_partition(kb, read_current_event()))
         raw = txn.get(kb) if txn is not None else None
         return default if raw is None else self.value_codec.loads(raw)
 
@@ -802,7 +802,7 @@ class WindowedTable:
 
     def event_time(self) -> int:
         """The timestamp of the event the calling agent is processing."""
-        event = current_event()
+        event = read_current_event()
         if event is None:
             raise RuntimeError(f"windowed table {self.name!r} needs a current event (use it inside an agent)")
         return event.timestamp

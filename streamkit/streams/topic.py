@@ -8,6 +8,7 @@ from typing import Any, Protocol
 from streamkit.streams.codecs import Codec, CodecError, StrCodec, codec_for, raw_loads
 from streamkit.streams.event import Event, TimestampExtractor, extract_timestamp
 from streamkit.streams.partitioners import canonical_partitioner, murmur2_partition
+from streamkit.streams.records import DecodedRecords
 
 
 class Sender(Protocol):
@@ -147,6 +148,33 @@ class Topic:
         except Exception:  # the caller decodes this record again, with the error policy
             pass
         return out
+
+    def decoded(self, records: Sequence[Any], partition: int) -> DecodedRecords | None:
+        """Records consumed from ``partition`` decoded into columns, with no ``Event`` per
+        record (``DecodedRecords.event`` builds the one ``events`` would); None when a
+        record cannot be decoded, or the topic has a timestamp extractor (which reads
+        events): then ``events`` and the error policy."""
+        if self.timestamp_extractor is not None:
+            return None
+        key_loads, value_loads = raw_loads(self.key_codec), raw_loads(self.value_codec)
+        raw_keys = [r.key for r in records]
+        raw_values = [r.value for r in records]
+        try:
+            keys = (list(map(key_loads, raw_keys)) if None not in raw_keys
+                    else [None if k is None else key_loads(k) for k in raw_keys])
+            loads_many = getattr(self.value_codec, "loads_many", None)
+            if None in raw_values:
+                values = [None if v is None else value_loads(v) for v in raw_values]
+            elif loads_many is not None and len(raw_values) > 1:
+                values = list(loads_many(raw_values))
+                if len(values) != len(raw_values):
+                    return None
+            else:
+                values = list(map(value_loads, raw_values))
+        except Exception:  # the caller decodes the batch record by record, with the error policy
+            return None
+        return DecodedRecords(self.name, partition, keys, values, [r.timestamp for r in records],
+                              [r.offset for r in records], raw_keys, [r.headers for r in records])
 
     async def send(self, value: Any = None, *, key: Any = None,
                    headers: Sequence[tuple[str, bytes]] | None = None,

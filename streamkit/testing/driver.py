@@ -52,7 +52,8 @@ from streamkit.testing.memory import (
 
 if TYPE_CHECKING:
     from streamkit.streams.app import App
-    from streamkit.streams.inbox import Inbox
+    from streamkit.streams.inbox import RecordInbox
+    from streamkit.streams.records import Cursor
     from streamkit.streams.settings import AppSettings
     from streamkit.streams.table import Table
 
@@ -84,7 +85,7 @@ class DriverError(RuntimeError):
     and the topic, partition and offset of the record at fault."""
 
 
-def where(event: Event | None) -> str:
+def where(event: Event | Cursor | None) -> str:
     if event is None:
         return "no record (between records)"
     return f"record {event.topic}-{event.partition}@{event.offset} (key {event.key!r})"
@@ -186,7 +187,7 @@ class DriverRuntime(Runtime):
         """``take()``'s ``within`` runs on the virtual clock (seconds)."""
         return self.clock() / 1000
 
-    async def batch_wait(self, inbox: Inbox[Event], timeout: float) -> bool:
+    async def batch_wait(self, inbox: RecordInbox, timeout: float) -> bool:
         """Wait for an event in the inbox of a ``take()`` batch being filled, or until
         ``advance_time`` moves the virtual clock past ``timeout`` seconds from now."""
         deadline = self.clock() + round(timeout * 1000)

@@ -81,6 +81,41 @@ async def test_values_and_event_metadata(make_app: Any) -> None:
     assert [c.offset if c else None for c in current] == [e.offset for e in events]
 
 
+async def test_current_event_of_a_values_agent_is_the_records_event(make_app: Any) -> None:
+    """An agent iterating values gets from ``current_event()`` the record's Event, built
+    when asked: equal to the one ``stream.events()`` hands another agent (key, value,
+    timestamp, headers, topic, partition, offset, raw key; null keys and tombstones too),
+    the same object for the whole record, and unchanged after the agent moved on."""
+    app = make_app()
+    topic = app.topic(topic_name(app, "in"), value_type=str, partitions=1)
+    from_events: list[Event] = []
+    current: list[tuple[Event | None, Event | None]] = []
+
+    @app.agent(topic)
+    async def with_events(stream: AgentStream) -> None:
+        async for event in stream.events():
+            from_events.append(event)
+
+    @app.agent(topic)
+    async def with_values(stream: AgentStream) -> None:
+        async for _value in stream:
+            current.append((current_event(), current_event()))
+
+    async with running(app):
+        for i in range(6):
+            await topic.send(None if i == 4 else f"v{i}", key=None if i == 2 else f"k{i}",
+                             timestamp=1_600_000_000_000 + i,
+                             headers=[("trace", f"t{i}".encode())] if i % 2 else None)
+        await eventually(lambda: len(from_events) == 6 and len(current) == 6, "both agents to get 6 records")
+
+    assert all(first is second for first, second in current)
+    assert [first for first, _ in current] == from_events
+    assert [(e.key, e.value, e.raw_key) for e in from_events][2:5] == [
+        (None, "v2", None), ("k3", "v3", b"k3"), ("k4", None, b"k4")]
+    assert [e.headers for e in from_events] == [[("trace", f"t{i}".encode())] if i % 2 else [] for i in range(6)]
+    assert [e.offset for e in from_events] == sorted(e.offset for e in from_events)
+
+
 async def test_embedded_broker(tmp_path: Path) -> None:
     """No broker named: the worker runs one in its own loop, in ``{data_dir}/broker``."""
     app = App(unique("embedded"), data_dir=tmp_path, config={"commit.interval.ms": 100})

@@ -281,20 +281,24 @@ def test_model_loads_many_equals_loads_one_by_one(model: type[BaseModel], values
     assert many == one_by_one
 
 
+class NoApp:
+    pass
+
+
+@dataclass
+class Rec:
+    """A consumed record, as ``Topic.events`` reads it."""
+
+    key: bytes | None
+    value: bytes | None
+    offset: int
+    timestamp: int = 5
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
 def test_topic_events_of_a_model_batch_stop_before_a_bad_value() -> None:
     """A batch with a bad value decodes up to it (the runtime then applies the error policy
     to that record and goes on after it), as record by record."""
-
-    class NoApp:
-        pass
-
-    @dataclass
-    class Rec:
-        key: bytes | None
-        value: bytes | None
-        offset: int
-        timestamp: int = 5
-        headers: tuple[tuple[str, bytes], ...] = ()
 
     topic = Topic(NoApp(), "t", key_type=str, value_type=PageView)  # type: ignore[arg-type]
     good = [Rec(b"k%d" % i, b'{"page":"/%d","user":"u"}' % i, i) for i in range(6)]
@@ -308,3 +312,30 @@ def test_topic_events_of_a_model_batch_stop_before_a_bad_value() -> None:
     assert [e.offset for e in topic.events(bad_key, 0, 1)] == [1, 2, 3]
     tombstone = [*good[:2], Rec(b"k9", None, 2), *good[3:]]
     assert [(e.offset, e.value) for e in topic.events(tombstone, 0)][2] == (2, None)
+
+
+@pytest.mark.parametrize("value_type", [None, PageView])
+def test_decoded_records_build_the_events_topic_events_builds(value_type: Any) -> None:
+    """A batch decoded into columns (``Topic.decoded``, agents' path) builds, record by
+    record, an Event equal to the one ``Topic.events`` builds: null keys, tombstones and
+    headers included, each with its own headers list; a batch with a bad key or value, or
+    a topic with a timestamp extractor, is not decoded so (the caller takes ``events``
+    and the error policy)."""
+
+    topic = Topic(NoApp(), "t", key_type=str, value_type=value_type)  # type: ignore[arg-type]
+    records = [Rec(b"k%d" % i, b'{"page":"/%d","user":"u"}' % i, 10 + i, 100 + i) for i in range(5)]
+    records[1].key = None
+    records[2].value = None
+    records[3].headers = (("trace", b"t3"), ("n", b""))
+    decoded = topic.decoded(records, 7)
+    assert decoded is not None and len(decoded) == 5
+    built = [decoded.event(i) for i in range(5)]
+    assert built == topic.events(records, 7)
+    assert built[3].headers == [("trace", b"t3"), ("n", b"")]
+    assert built[0].headers is not decoded.event(0).headers  # a list of its own, as events'
+    assert topic.decoded([*records[:4], Rec(b"\xff", b"{}", 14)], 7) is None
+    if value_type is not None:
+        assert topic.decoded([*records[:4], Rec(b"k", b'{"page":1}', 14)], 7) is None
+    stamped = Topic(NoApp(), "t", key_type=str, value_type=value_type,  # type: ignore[arg-type]
+                    timestamp=lambda event: 1)
+    assert stamped.decoded(records, 7) is None
