@@ -272,25 +272,13 @@ def _reorderings(produces: list[Produce], positions: Mapping[str, list[Position]
 
 
 def _watermarks(consumer: Any, partition: Any, timeout_s: float) -> tuple[int, int]:
-    """(log start, end offset) from the partition's leader. librdkafka does not retry a
-    refused query; a client does, after a leader moved (NOT_LEADER_OR_FOLLOWER) or while a
-    new leader's high watermark has not caught up (OFFSET_NOT_AVAILABLE), so do so while
-    the error is retriable and time remains."""
-    import time
+    """(log start, end offset) from the partition's leader, asked again while the leader
+    moved or a new leader's high watermark has not caught up (``ask_until_answered``)."""
+    from streamkit.analytics.planning import ask_until_answered
 
-    from confluent_kafka import KafkaError, KafkaException
-
-    moved = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-             KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE}
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            low, high = consumer.get_watermark_offsets(partition, timeout=timeout_s)
-            return int(low), int(high)
-        except KafkaException as exc:
-            if exc.args[0].code() not in moved or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    low, high = ask_until_answered(lambda: consumer.get_watermark_offsets(partition, timeout=timeout_s), timeout_s,
+                                   f"list the offsets of {partition.topic}-{partition.partition}")
+    return int(low), int(high)
 
 
 def full_read(bootstrap: str, topic: str, final: bool = True, isolation_level: str = "read_committed",

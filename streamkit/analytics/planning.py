@@ -27,8 +27,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from streamkit.analytics.options import EARLIEST, LATEST, OffsetSpec, OptionError, ReadOptions
 
-__all__ = ["Cluster", "OffsetRange", "PlanError", "consumer_config", "plan_ranges", "rate_limit", "resolve_offsets",
-           "split_ranges"]
+__all__ = ["Cluster", "OffsetRange", "PlanError", "ask_until_answered", "consumer_config", "plan_ranges", "rate_limit",
+           "resolve_offsets", "split_ranges"]
 
 log = logging.getLogger(__name__)
 
@@ -169,11 +169,12 @@ class Cluster:
         return {(tp.topic, tp.partition): tp.offset for tp in _retrying("look offsets up by time", look_up)}
 
 
-def _retrying(what: str, call: Callable[[], _T]) -> _T:
-    """``call()``, asked again after a backoff while it fails with an error a leader gives
-    while it cannot answer yet (``_RETRIABLE``), until ``_TIMEOUT_S`` has passed; PlanError
-    for any other failure, or when the time is up."""
-    deadline = time.monotonic() + _TIMEOUT_S
+def ask_until_answered(call: Callable[[], _T], timeout_s: float = _TIMEOUT_S, what: str = "ask") -> _T:
+    """``call()`` (a librdkafka offset query), asked again after a doubling backoff (100 ms
+    to 1 s) while it fails with an error a partition's leader gives while it cannot answer
+    yet (``_RETRIABLE``: librdkafka refreshes the leader but does not ask again itself),
+    until ``timeout_s`` has passed; any other KafkaException, or the last one, is raised."""
+    deadline = time.monotonic() + timeout_s
     backoff = _RETRY_BACKOFF_S
     while True:
         try:
@@ -182,10 +183,18 @@ def _retrying(what: str, call: Callable[[], _T]) -> _T:
             error = exc.args[0]
             code = error.code() if isinstance(error, KafkaError) else None
             if code not in _RETRIABLE or time.monotonic() + backoff > deadline:
-                raise PlanError(f"cannot {what}: {error}") from None
+                raise
             log.info("cannot %s yet (%s); asking again in %d ms", what, error.name(), backoff * 1000)
         time.sleep(backoff)
         backoff = min(backoff * 2, _MAX_RETRY_BACKOFF_S)
+
+
+def _retrying(what: str, call: Callable[[], _T]) -> _T:
+    """``ask_until_answered`` within the planner's lookup timeout; PlanError when it fails."""
+    try:
+        return ask_until_answered(call, _TIMEOUT_S, what)
+    except KafkaException as exc:
+        raise PlanError(f"cannot {what}: {exc.args[0]}") from None
 
 
 def resolve_offsets(cluster: Cluster, spec: OffsetSpec, tps: list[TP], *, side: str,
