@@ -51,8 +51,10 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = -
 
 
 def _produce_batches(bootstrap: str, topic: str, batches: list[list[bytes]], partition: int = 0) -> None:
-    """Each list as one batch in the log (flushed before the next)."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    """Each list as one batch in the log (flushed before the next). The linger is long so
+    that only flush() sends (it does not wait for linger.ms): with a short one, a loaded
+    machine's produce() loop outlasts it and the list goes out in several batches."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 60_000, "batch.num.messages": 100_000})
     for batch in batches:
         for v in batch:
             producer.produce(topic, value=v, partition=partition)
