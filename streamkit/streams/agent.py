@@ -84,6 +84,13 @@ AgentFn = Callable[["AgentStream"], Awaitable[None]]
 
 _DROPPED: Any = object()  # what ``_mapped`` returns for a value a filter drops
 
+
+def _with_value(event: Event, value: Any) -> Event:
+    """``event`` as a stream's maps leave it: the same record with ``value``."""
+    return Event(event.key, value, event.timestamp, event.headers, event.topic, event.partition, event.offset,
+                 event.raw_key)
+
+
 SKIPPED: Any = object()
 """The value of a queued stand-in for a record that could not be deserialized: the stream
 acknowledges it in its turn (after the records before it) and never yields it."""
@@ -231,10 +238,7 @@ class AgentStream:
         value = self._mapped(event.value)
         if value is _DROPPED:
             return None
-        if value is not event.value:
-            event = Event(event.key, value, event.timestamp, event.headers, event.topic,
-                          event.partition, event.offset, event.raw_key)
-        return event
+        return event if value is event.value else _with_value(event, value)
 
     async def _next_kept(self, cursor: Cursor | None) -> Cursor | Event:
         """The next record the stream's filters keep, from ``cursor`` (what
@@ -248,11 +252,7 @@ class AgentStream:
                     return cursor
                 value = self._mapped(cursor.value)
                 if value is not _DROPPED:
-                    if value is cursor.value:
-                        return cursor
-                    event = cursor.event()
-                    return Event(event.key, value, event.timestamp, event.headers, event.topic,
-                                 event.partition, event.offset, event.raw_key)
+                    return cursor if value is cursor.value else _with_value(cursor.event(), value)
             # a dropped or skipped record: acknowledged by the next call, in offset order
             cursor = self._next_ready()
 

@@ -81,10 +81,6 @@ class RecordInbox:
         """Append one event if there is room; False (nothing appended) when full."""
         return self.offer_records(DecodedRecords.of_events(event.topic, event.partition, [event]), 0, 1) == 1
 
-    async def put(self, event: Event) -> None:
-        """Append one event, waiting while the inbox is full."""
-        await self.put_records(DecodedRecords.of_events(event.topic, event.partition, [event]))
-
     def head(self) -> DecodedRecords:
         """The records the next record is of; the inbox must not be empty."""
         return self._views[0].records
